@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Fetches llama.cpp at the pinned commit (from the npm package node-llama-cpp,
+# which ships the tree as a git bundle), verifies it, and builds libllama + ggml
+# and the peer tools into a cache prefix outside the checkout:
+#
+#   ${HONE_CACHE:-~/.cache/hone}/llama.cpp/<commit>/{src,build,prefix}
+#
+# A second run (or a fresh clone on the same machine) finds the stamp file and
+# returns at once. Prints the prefix on the last line of stdout.
+set -euo pipefail
+
+LLAMA_COMMIT=80fb11ac73e66d89eae2c6a91d8a77428fa733ed
+NPM_PKG=node-llama-cpp@3.21.1
+NPM_INTEGRITY='sha512-E3N0Ev2Va0wzydvXYFwM9Hvyo07PoWjt8T/9GMc43Cvt8YkV/NU/tYUgEMC1grTPv2o9PRjQi0G3Wb5P/awiMg=='
+
+CACHE=${HONE_CACHE:-$HOME/.cache/hone}
+ROOT=$CACHE/llama.cpp/$LLAMA_COMMIT
+SRC=$ROOT/src BUILD=$ROOT/build PREFIX=$ROOT/prefix
+STAMP=$PREFIX/.hone-built
+JOBS=${JOBS:-$(nproc)}
+
+log() { echo "[llama.cpp] $*" >&2; }
+
+if [ -f "$STAMP" ]; then
+  log "cached build found at $PREFIX"
+  echo "$PREFIX"; exit 0
+fi
+mkdir -p "$ROOT"
+
+# 1. Source: npm tarball -> verified -> git bundle -> checkout at the pinned commit.
+if [ ! -d "$SRC/.git" ]; then
+  tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+  log "fetching $NPM_PKG from the npm registry"
+  (cd "$tmp" && npm pack --silent "$NPM_PKG" >/dev/null)
+  tgz=$(ls "$tmp"/*.tgz)
+  got="sha512-$(openssl dgst -sha512 -binary "$tgz" | base64 -w0)"
+  if [ "$got" != "$NPM_INTEGRITY" ]; then
+    log "INTEGRITY MISMATCH for $NPM_PKG"
+    log "  expected $NPM_INTEGRITY"
+    log "  got      $got"
+    exit 1
+  fi
+  log "tarball integrity verified"
+  tar -xzf "$tgz" -C "$tmp" package/llama/gitRelease.bundle
+  rm -rf "$SRC"
+  git clone -q "$tmp/package/llama/gitRelease.bundle" "$SRC"
+  git -C "$SRC" -c advice.detachedHead=false checkout -q "$LLAMA_COMMIT"
+fi
+head=$(git -C "$SRC" rev-parse HEAD)
+[ "$head" = "$LLAMA_COMMIT" ] || { log "checkout is at $head, expected $LLAMA_COMMIT"; exit 1; }
+
+# 2. Build: CPU backend tuned to this machine's ISA, shared libs, peer tools.
+GEN=(); command -v ninja >/dev/null && GEN=(-G Ninja)
+LAUNCH=(); command -v ccache >/dev/null && LAUNCH=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+log "configuring (native ISA, CPU backend)"
+cmake -S "$SRC" -B "$BUILD" "${GEN[@]}" "${LAUNCH[@]}" \
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$PREFIX" \
+  -DCMAKE_INSTALL_RPATH="$PREFIX/lib" -DCMAKE_BUILD_WITH_INSTALL_RPATH=OFF \
+  -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=ON -DGGML_OPENMP=ON \
+  -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+  -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON >"$ROOT/configure.log" 2>&1 \
+  || { tail -30 "$ROOT/configure.log" >&2; exit 1; }
+PEERS=(llama-bench llama-server llama-perplexity llama-quantize llama-imatrix llama-cli)
+log "building libllama, ggml and peers (${PEERS[*]}) with $JOBS jobs; log: $ROOT/build.log"
+cmake --build "$BUILD" -j "$JOBS" --target llama ggml "${PEERS[@]}" >"$ROOT/build.log" 2>&1 \
+  || { tail -40 "$ROOT/build.log" >&2; exit 1; }
+
+# 3. Install just what we built: libraries, headers, CMake package, peer binaries.
+mkdir -p "$PREFIX/bin"
+cmake --install "$BUILD/ggml" >"$ROOT/install.log" 2>&1 || { tail -20 "$ROOT/install.log" >&2; exit 1; }
+cmake --install "$BUILD/src" >>"$ROOT/install.log" 2>&1 || true
+for p in "${PEERS[@]}"; do cp -f "$BUILD/bin/$p" "$PREFIX/bin/"; done
+touch "$STAMP"
+log "installed to $PREFIX"
+echo "$PREFIX"

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs every system package hone needs to build and test (Debian).
+# Idempotent: packages already present are skipped by apt-get.
+set -euo pipefail
+PKGS=(
+  build-essential cmake ninja-build git pkg-config ccache
+  libhwloc-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libtomlplusplus-dev
+  libgtest-dev libgmock-dev libssl-dev
+  curl clang-format
+)
+missing=()
+# Node.js: any install with npm will do (some images ship NodeSource builds that
+# conflict with Debian's npm package), so only ask apt for it when absent.
+command -v node >/dev/null || missing+=(nodejs)
+command -v npm >/dev/null || missing+=(npm)
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "[deps] installing: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "[deps] all system packages present"
+fi
