@@ -6,7 +6,7 @@ PKGS=(
   build-essential cmake ninja-build git pkg-config ccache
   libhwloc-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libssl-dev
-  curl clang-format
+  curl clang-format python3
 )
 missing=()
 # Node.js: any install with npm will do (some images ship NodeSource builds that

@@ -1,0 +1,128 @@
+// `hone run MODEL -p PROMPT`: load, generate, stream to stdout, report speed.
+#include <unistd.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/engine_flags.h"
+#include "engine/generator.h"
+#include "engine/tokenizer.h"
+#include "hw/probe.h"
+
+namespace hone::cli {
+namespace {
+
+struct RunArgs {
+  std::string model;
+  std::string prompt;
+  std::string system;
+  bool chat = false;
+  int n_predict = 128;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  bool json = false;
+  bool quiet = false;
+  EngineFlags engine;
+  SamplingFlags sampling;
+};
+
+int Run(const RunArgs& a) {
+  auto load_opts = a.engine.ToLoadOptions();
+  if (!load_opts) return Fail(load_opts.error().ToString(), 2);
+  auto session_opts = a.engine.ToSessionOptions();
+  if (!session_opts) return Fail(session_opts.error().ToString(), 2);
+
+  auto model = LoadModelWithProgress(a.model, *load_opts, a.quiet || a.json);
+  if (!model) return Fail(model.error().ToString());
+  // Refuse a context that cannot fit before llama.cpp tries to allocate it.
+  hw::ProbeOptions probe;
+  probe.measure_bandwidth = false;
+  if (auto machine = hw::Probe(probe)) session_opts->memory_budget_bytes = machine->usable_memory_bytes();
+  auto session = engine::Session::Create(*model, *session_opts);
+  if (!session) return Fail(session.error().ToString());
+
+  engine::Tokenizer tok(**model);
+  std::string text = a.prompt;
+  bool rendered = false;
+  if (a.chat) {
+    std::vector<engine::ChatMessage> msgs;
+    if (!a.system.empty()) msgs.push_back({"system", a.system});
+    msgs.push_back({"user", a.prompt});
+    auto r = tok.ApplyChatTemplate(msgs, true);
+    if (!r) return Fail(r.error().ToString());
+    text = *r;
+    rendered = true;
+  }
+  // A rendered template already carries BOS where the model wants one.
+  auto prompt = tok.Encode(text, /*add_special=*/!rendered, /*parse_special=*/rendered);
+  if (!prompt) return Fail(prompt.error().ToString());
+
+  engine::GenerateRequest req;
+  req.prompt = *prompt;
+  req.max_tokens = a.n_predict;
+  req.sampling = a.sampling.ToOptions();
+  req.stop = a.stop;
+  req.ignore_eos = a.ignore_eos;
+
+  if (!a.json && !a.chat) {
+    std::fputs(a.prompt.c_str(), stdout);
+    std::fflush(stdout);
+  }
+  auto on_text = [&](std::string_view piece) {
+    if (!a.json) {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    }
+    return true;
+  };
+  auto result = engine::Generate(**session, req, on_text);
+  if (!result) return Fail(result.error().ToString());
+  const engine::GenerateResult& r = *result;
+  const engine::SessionOptions& so = (*session)->options();
+  if (a.json) {
+    nlohmann::json j = {{"model", a.model},
+                        {"text", r.text},
+                        {"stop_reason", engine::StopReasonName(r.stop_reason)},
+                        {"prompt_tokens", r.n_prompt},
+                        {"generated_tokens", r.tokens.size()},
+                        {"load_seconds", (*model)->load_seconds()},
+                        {"prompt_seconds", r.prompt_seconds},
+                        {"ttft_seconds", r.ttft_seconds},
+                        {"gen_seconds", r.gen_seconds},
+                        {"prompt_tps", r.prompt_tps()},
+                        {"gen_tps", r.gen_tps()},
+                        {"threads", so.threads},
+                        {"threads_batch", so.threads_batch}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("\n");
+  std::fprintf(stderr,
+               "\n[hone] load %.2f s | prompt %d tok, %.1f tok/s | generated %zu tok, %.1f tok/s | "
+               "TTFT %.0f ms | threads %d/%d | stop: %s\n",
+               (*model)->load_seconds(), r.n_prompt, r.prompt_tps(), r.tokens.size(), r.gen_tps(),
+               r.ttft_seconds * 1000, so.threads, so.threads_batch, engine::StopReasonName(r.stop_reason));
+  return 0;
+}
+
+}  // namespace
+
+Runner AddRunCommand(CLI::App& app) {
+  auto a = std::make_shared<RunArgs>();
+  CLI::App* cmd = app.add_subcommand("run", "Generate text from a prompt, streaming to stdout, with timings");
+  cmd->add_option("model", a->model, "GGUF model file")->required();
+  cmd->add_option("-p,--prompt", a->prompt, "Prompt text")->required();
+  cmd->add_flag("--chat", a->chat, "Wrap the prompt in the model's chat template");
+  cmd->add_option("--system", a->system, "System message (with --chat)");
+  cmd->add_option("-n,--n-predict", a->n_predict, "Tokens to generate (-1 = until end)")->capture_default_str();
+  cmd->add_option("--stop", a->stop, "Stop string (repeatable)");
+  cmd->add_flag("--ignore-eos", a->ignore_eos, "Keep generating past end-of-sequence (benchmarks)");
+  cmd->add_flag("--json", a->json, "Print one JSON object with text and timings instead of streaming");
+  cmd->add_flag("-q,--quiet", a->quiet, "No progress bar");
+  a->engine.Register(cmd);
+  a->sampling.Register(cmd);
+  return [a]() { return Run(*a); };
+}
+
+}  // namespace hone::cli

@@ -1,0 +1,113 @@
+#include "cli/engine_flags.h"
+
+#include "util/progress.h"
+
+namespace hone::cli {
+
+void EngineFlags::Register(CLI::App* cmd) {
+  cmd->add_option("-c,--ctx", ctx, "Context size in tokens (0 = the model's training context)")
+      ->capture_default_str();
+  cmd->add_option("-b,--batch", batch, "Logical batch size (tokens per decode call)")->capture_default_str();
+  cmd->add_option("-u,--ubatch", ubatch, "Physical batch size (tokens per graph)")->capture_default_str();
+  cmd->add_option("-t,--threads", threads, "Threads for decode (0 = physical cores)")->capture_default_str();
+  cmd->add_option("--threads-batch", threads_batch, "Threads for prefill (0 = same as --threads)")
+      ->capture_default_str();
+  cmd->add_option("--flash-attn", flash_attn, "Flash attention: auto, on or off")->capture_default_str();
+  cmd->add_option("--kv-type", kv_type, "KV cache type: f16, q8_0, ...")->capture_default_str();
+  cmd->add_option("--load-mode", load_mode, "mmap, no-mmap, mlock or mmap+mlock")->capture_default_str();
+  cmd->add_flag("--no-repack", no_repack, "Keep weights in file layout (no CPU repacking)");
+  cmd->add_option("--cpus", cpus, "Pin threads to these CPUs, e.g. 0-7 or 0,2,4,6");
+  cmd->add_option("--poll", poll, "Thread polling level 0-100")->check(CLI::Range(0, 100))->capture_default_str();
+}
+
+Result<std::vector<int>> ParseCpuList(const std::string& text) {
+  std::vector<int> cpus;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t end = text.find(',', i);
+    if (end == std::string::npos) end = text.size();
+    std::string part = text.substr(i, end - i);
+    try {
+      size_t dash = part.find('-');
+      int a = std::stoi(part.substr(0, dash));
+      int b = dash == std::string::npos ? a : std::stoi(part.substr(dash + 1));
+      if (a < 0 || b < a) throw std::invalid_argument("range");
+      for (int c = a; c <= b; ++c) cpus.push_back(c);
+    } catch (...) {
+      return MakeError(ErrorCode::kInvalidArgument, "bad CPU list '" + text + "' (expected e.g. 0-3,8)");
+    }
+    i = end + 1;
+  }
+  return cpus;
+}
+
+Result<engine::LoadOptions> EngineFlags::ToLoadOptions() const {
+  engine::LoadOptions o;
+  auto mode = engine::ParseLoadMode(load_mode);
+  if (!mode) return mode.error();
+  o.mode = *mode;
+  o.repack = !no_repack;
+  return o;
+}
+
+Result<engine::SessionOptions> EngineFlags::ToSessionOptions() const {
+  engine::SessionOptions o;
+  if (ctx < 0 || batch <= 0 || ubatch <= 0 || threads < 0 || threads_batch < 0) {
+    return MakeError(ErrorCode::kInvalidArgument, "context, batch sizes and threads must not be negative");
+  }
+  o.n_ctx = ctx;
+  o.n_batch = batch;
+  o.n_ubatch = ubatch;
+  o.threads = threads;
+  o.threads_batch = threads_batch;
+  auto fa = engine::ParseFlashAttn(flash_attn);
+  if (!fa) return fa.error();
+  o.flash_attn = *fa;
+  o.kv_type_k = o.kv_type_v = kv_type;
+  o.poll = poll;
+  if (!cpus.empty()) {
+    auto list = ParseCpuList(cpus);
+    if (!list) return list.error();
+    o.cpus = *list;
+  }
+  return o;
+}
+
+void SamplingFlags::Register(CLI::App* cmd) {
+  cmd->add_option("--temp", temp, "Temperature (0 = greedy)")->capture_default_str();
+  cmd->add_option("--top-k", top_k, "Top-k (0 = off)")->capture_default_str();
+  cmd->add_option("--top-p", top_p, "Top-p (1 = off)")->capture_default_str();
+  cmd->add_option("--min-p", min_p, "Min-p (0 = off)")->capture_default_str();
+  cmd->add_option("--repeat-penalty", repeat_penalty, "Repetition penalty (1 = off)")->capture_default_str();
+  cmd->add_option("--repeat-last-n", repeat_last_n, "Tokens the penalty looks back over")->capture_default_str();
+  cmd->add_option("--seed", seed, "RNG seed (-1 = random)")->capture_default_str();
+}
+
+engine::SamplingOptions SamplingFlags::ToOptions() const {
+  engine::SamplingOptions o;
+  o.temperature = temp;
+  o.top_k = top_k;
+  o.top_p = top_p;
+  o.min_p = min_p;
+  o.repeat_penalty = repeat_penalty;
+  o.repeat_last_n = repeat_last_n;
+  o.seed = seed < 0 ? 0xFFFFFFFFu : static_cast<uint32_t>(seed);
+  return o;
+}
+
+Result<std::shared_ptr<engine::Model>> LoadModelWithProgress(const std::string& path,
+                                                             const engine::LoadOptions& options, bool quiet) {
+  engine::LoadOptions o = options;
+  auto bar = std::make_shared<ProgressBar>("loading", 1000);
+  if (!quiet) {
+    o.on_progress = [bar](float f) {
+      bar->UpdateFraction(f);
+      return true;
+    };
+  }
+  auto model = engine::Model::Load(path, o);
+  if (model && !quiet) bar->Finish();
+  return model;
+}
+
+}  // namespace hone::cli

@@ -1,0 +1,43 @@
+// hone: one binary from a model file to a tuned service. main() only wires
+// subcommands; each lives in its own cmd_*.cc.
+#include <cstdio>
+#include <map>
+
+#include "cli/commands.h"
+#include "engine/backend.h"
+
+namespace hone::cli {
+
+int Fail(const std::string& message, int code) {
+  std::fprintf(stderr, "hone: %s\n", message.c_str());
+  return code;
+}
+
+}  // namespace hone::cli
+
+int main(int argc, char** argv) {
+  using namespace hone::cli;
+  CLI::App app{"hone: run LLMs as fast as this machine allows (llama.cpp inside)", "hone"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("hone 0.1.0 (llama.cpp ") + hone::engine::LlamaVersion() + ")");
+  bool verbose = false;
+  app.add_flag("-v,--verbose", verbose, "Show llama.cpp's own log")->envname("HONE_VERBOSE");
+
+  std::map<CLI::App*, Runner> runners;
+  auto add = [&](Runner r) { runners[app.get_subcommands({}).back()] = std::move(r); };
+  add(AddInfoCommand(app));
+  add(AddInspectCommand(app));
+  add(AddRunCommand(app));
+  add(AddSynthCommand(app));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  hone::engine::SetVerbose(verbose);
+  for (auto& [sub, run] : runners) {
+    if (sub->parsed()) return run();
+  }
+  return Fail("no command given (try --help)", 2);
+}

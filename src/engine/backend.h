@@ -1,0 +1,23 @@
+// One-time llama.cpp/ggml initialisation and log routing. Only src/engine
+// talks to llama.cpp; everything else sees hone types.
+#pragma once
+
+#include <string>
+
+namespace hone::engine {
+
+// Initialises the backend once per process (thread-safe, idempotent) and routes
+// llama.cpp's log through hone: silent unless SetVerbose(true) or $HONE_VERBOSE.
+void EnsureBackend();
+
+void SetVerbose(bool verbose);
+
+// The most recent error/warning lines llama.cpp logged on this thread, joined;
+// used to explain a failed load in hone's own error message.
+std::string TakeRecentLlamaErrors();
+
+// llama.cpp's build/system string, e.g. "CPU : SSE3 = 1 | AVX2 = 1 | ...".
+std::string SystemInfo();
+std::string LlamaVersion();  // the pinned commit this binary was built against
+
+}  // namespace hone::engine

@@ -1,0 +1,191 @@
+#include "engine/session.h"
+
+#include <ggml-cpu.h>
+#include <llama.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "engine/backend.h"
+#include "engine/memory_estimate.h"
+
+namespace hone::engine {
+namespace {
+
+Result<ggml_type> KvType(const std::string& name) {
+  if (name == "f32") return GGML_TYPE_F32;
+  if (name == "f16") return GGML_TYPE_F16;
+  if (name == "bf16") return GGML_TYPE_BF16;
+  if (name == "q8_0") return GGML_TYPE_Q8_0;
+  if (name == "q4_0") return GGML_TYPE_Q4_0;
+  if (name == "q4_1") return GGML_TYPE_Q4_1;
+  if (name == "q5_0") return GGML_TYPE_Q5_0;
+  if (name == "q5_1") return GGML_TYPE_Q5_1;
+  return MakeError(ErrorCode::kInvalidArgument,
+                   "unknown KV cache type '" + name + "' (expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1)");
+}
+
+ggml_threadpool* MakePool(const std::vector<int>& cpus, int n_threads, bool strict, int poll) {
+  ggml_threadpool_params p = ggml_threadpool_params_default(n_threads);
+  for (int c : cpus) {
+    if (c >= 0 && c < GGML_MAX_N_THREADS) p.cpumask[c] = true;
+  }
+  p.strict_cpu = strict;
+  p.poll = static_cast<uint32_t>(std::clamp(poll, 0, 100));
+  return ggml_threadpool_new(&p);
+}
+
+bool AbortTrampoline(void* data) {
+  auto* fn = static_cast<std::function<bool()>*>(data);
+  return *fn && (*fn)();
+}
+
+}  // namespace
+
+const char* FlashAttnName(FlashAttn f) {
+  switch (f) {
+    case FlashAttn::kAuto: return "auto";
+    case FlashAttn::kOn: return "on";
+    case FlashAttn::kOff: return "off";
+  }
+  return "?";
+}
+
+Result<FlashAttn> ParseFlashAttn(const std::string& s) {
+  if (s == "auto") return FlashAttn::kAuto;
+  if (s == "on" || s == "1" || s == "true") return FlashAttn::kOn;
+  if (s == "off" || s == "0" || s == "false") return FlashAttn::kOff;
+  return MakeError(ErrorCode::kInvalidArgument, "flash attention must be auto, on or off, not '" + s + "'");
+}
+
+int DefaultThreadCount() {
+  // Count distinct (package, core) pairs: SMT siblings share a core, and on
+  // CPU-bound matmuls a second hyperthread rarely helps.
+  std::set<std::pair<std::string, std::string>> cores;
+  for (unsigned cpu = 0; cpu < 4096; ++cpu) {
+    std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+    std::ifstream core(base + "core_id"), pkg(base + "physical_package_id");
+    if (!core) {
+      if (cpu > 0) break;
+      continue;
+    }
+    std::string c, p;
+    core >> c;
+    pkg >> p;
+    cores.insert({p, c});
+  }
+  int n = static_cast<int>(cores.size());
+  if (n <= 0) n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return n;
+}
+
+Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<Model> model, const SessionOptions& opt_in) {
+  EnsureBackend();
+  SessionOptions opt = opt_in;
+  if (opt.threads <= 0) opt.threads = DefaultThreadCount();
+  if (opt.threads_batch <= 0) opt.threads_batch = opt.threads;
+  if (opt.n_seq_max == 0) return MakeError(ErrorCode::kInvalidArgument, "n_seq_max must be at least 1");
+  if (opt.n_ubatch == 0 || opt.n_batch == 0) return MakeError(ErrorCode::kInvalidArgument, "batch sizes must be > 0");
+  opt.n_ubatch = std::min(opt.n_ubatch, opt.n_batch);
+  if (opt.n_ctx == 0) opt.n_ctx = std::max(model->info().n_ctx_train, 512);
+  auto tk = KvType(opt.kv_type_k);
+  if (!tk) return tk.error();
+  auto tv = KvType(opt.kv_type_v);
+  if (!tv) return tv.error();
+
+  MemoryRequest req{opt.n_ctx, opt.n_ubatch, opt.n_seq_max, opt.kv_type_k, opt.flash_attn == FlashAttn::kOn};
+  if (auto est = EstimateMemory(model->gguf(), req); est && opt.memory_budget_bytes > 0) {
+    uint64_t extra = est->kv_cache + est->compute + est->output;
+    if (extra > opt.memory_budget_bytes) {
+      return MakeError(ErrorCode::kOutOfMemory,
+                       "a context of " + std::to_string(opt.n_ctx) + " tokens needs about " +
+                           std::to_string(extra >> 20) + " MiB (KV cache " + std::to_string(est->kv_cache >> 20) +
+                           " MiB) but only " + std::to_string(opt.memory_budget_bytes >> 20) +
+                           " MiB is available; use a smaller context");
+    }
+  }
+
+  llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = opt.n_ctx;
+  cp.n_batch = opt.n_batch;
+  cp.n_ubatch = opt.n_ubatch;
+  cp.n_seq_max = opt.n_seq_max;
+  cp.n_threads = opt.threads;
+  cp.n_threads_batch = opt.threads_batch;
+  cp.type_k = *tk;
+  cp.type_v = *tv;
+  cp.flash_attn_type = opt.flash_attn == FlashAttn::kOn    ? LLAMA_FLASH_ATTN_TYPE_ENABLED
+                       : opt.flash_attn == FlashAttn::kOff ? LLAMA_FLASH_ATTN_TYPE_DISABLED
+                                                           : LLAMA_FLASH_ATTN_TYPE_AUTO;
+  cp.embeddings = opt.embeddings;
+  switch (opt.pooling) {
+    case Pooling::kModelDefault: cp.pooling_type = LLAMA_POOLING_TYPE_UNSPECIFIED; break;
+    case Pooling::kNone: cp.pooling_type = LLAMA_POOLING_TYPE_NONE; break;
+    case Pooling::kMean: cp.pooling_type = LLAMA_POOLING_TYPE_MEAN; break;
+    case Pooling::kCls: cp.pooling_type = LLAMA_POOLING_TYPE_CLS; break;
+    case Pooling::kLast: cp.pooling_type = LLAMA_POOLING_TYPE_LAST; break;
+  }
+  cp.no_perf = true;
+
+  std::unique_ptr<Session> s(new Session());
+  s->model_ = std::move(model);
+  s->options_ = opt;
+  cp.abort_callback = &AbortTrampoline;
+  cp.abort_callback_data = &s->should_abort_;
+
+  TakeRecentLlamaErrors();
+  s->ctx_ = llama_init_from_model(s->model_->raw(), cp);
+  if (!s->ctx_) {
+    std::string why = TakeRecentLlamaErrors();
+    bool oom = why.find("alloc") != std::string::npos || why.find("memory") != std::string::npos;
+    return MakeError(oom ? ErrorCode::kOutOfMemory : ErrorCode::kInternal,
+                     "cannot create a context of " + std::to_string(opt.n_ctx) + " tokens" +
+                         (oom ? " (not enough memory; use a smaller context)" : "") + (why.empty() ? "" : ": " + why));
+  }
+  // Always run on our own ggml thread pools (as llama-bench does) rather than
+  // OpenMP's: polling and placement are then ours to set, and tune can vary them.
+  std::vector<int> decode_cpus(opt.cpus.begin(), opt.cpus.begin() + std::min<size_t>(opt.cpus.size(), opt.threads));
+  s->pool_decode_ = MakePool(decode_cpus, opt.threads, opt.strict_cpu, opt.poll);
+  if (opt.threads_batch != opt.threads) s->pool_batch_ = MakePool(opt.cpus, opt.threads_batch, opt.strict_cpu, opt.poll);
+  if (!s->pool_decode_ || (opt.threads_batch != opt.threads && !s->pool_batch_)) {
+    return MakeError(ErrorCode::kInternal, "cannot create the CPU thread pool");
+  }
+  llama_attach_threadpool(s->ctx_, s->pool_decode_, s->pool_batch_ ? s->pool_batch_ : s->pool_decode_);
+  return s;
+}
+
+Session::~Session() {
+  if (ctx_) {
+    if (pool_decode_) llama_detach_threadpool(ctx_);
+    llama_free(ctx_);
+  }
+  if (pool_batch_) ggml_threadpool_free(pool_batch_);
+  if (pool_decode_) ggml_threadpool_free(pool_decode_);
+}
+
+uint32_t Session::n_ctx() const { return llama_n_ctx(ctx_); }
+uint32_t Session::n_batch() const { return llama_n_batch(ctx_); }
+int Session::n_vocab() const { return llama_vocab_n_tokens(model_->vocab()); }
+int Session::n_embd() const { return llama_model_n_embd(model_->raw()); }
+
+void Session::ClearSequence(int seq) {
+  if (seq < 0) llama_memory_clear(llama_get_memory(ctx_), true);
+  else llama_memory_seq_rm(llama_get_memory(ctx_), seq, -1, -1);
+}
+
+bool Session::TruncateSequence(int seq, int p0) { return llama_memory_seq_rm(llama_get_memory(ctx_), seq, p0, -1); }
+
+void Session::CopySequence(int src, int dst, int p0, int p1) {
+  llama_memory_seq_cp(llama_get_memory(ctx_), src, dst, p0, p1);
+}
+
+int Session::SequenceLength(int seq) const { return llama_memory_seq_pos_max(llama_get_memory(ctx_), seq) + 1; }
+
+const float* Session::Logits(int i) const { return llama_get_logits_ith(ctx_, i); }
+const float* Session::Embeddings(int seq) const { return llama_get_embeddings_seq(ctx_, seq); }
+
+void Session::SetAbortCheck(std::function<bool()> should_abort) { should_abort_ = std::move(should_abort); }
+
+}  // namespace hone::engine

@@ -1,0 +1,1 @@
+# hw tests: see tests/CMakeLists.txt for hone_test()
