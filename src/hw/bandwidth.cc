@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/mman.h>
 
 #include <atomic>
 #include <barrier>
@@ -61,12 +62,17 @@ Result<Bandwidth> MeasureReadBandwidth(const BandwidthOptions& options) {
                      "bandwidth: buffer too small for " + std::to_string(threads) + " threads");
   }
   const size_t bytes = words_per_thread * 8 * threads;
+  // 2 MiB alignment lets the kernel back the buffer with transparent huge
+  // pages: far fewer faults while filling and fewer TLB misses while reading.
+  const size_t huge = 2u << 20;
+  const size_t alloc_bytes = (bytes + huge - 1) / huge * huge;
   std::unique_ptr<uint64_t, decltype(&std::free)> buffer(
-      static_cast<uint64_t*>(std::aligned_alloc(64, bytes)), &std::free);
+      static_cast<uint64_t*>(std::aligned_alloc(huge, alloc_bytes)), &std::free);
   if (!buffer) {
     return MakeError(ErrorCode::kOutOfMemory,
                      "bandwidth: cannot allocate " + std::to_string(bytes) + " bytes");
   }
+  madvise(buffer.get(), alloc_bytes, MADV_HUGEPAGE);  // a hint; failure only costs speed
 
   const Clock::time_point start = Clock::now();
   // Phases: one for filling, then start/end pairs per run; the last start

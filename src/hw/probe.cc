@@ -74,7 +74,7 @@ Result<RawTopology> HwlocTopology() {
   for (hwloc_obj_type_t type :
        {HWLOC_OBJ_L1CACHE, HWLOC_OBJ_L1ICACHE, HWLOC_OBJ_L2CACHE, HWLOC_OBJ_L3CACHE}) {
     for (hwloc_obj_t o = nullptr; (o = hwloc_get_next_obj_by_type(topo, type, o));) {
-      const hwloc_cache_attr_s& a = o->attr->cache;
+      const auto& a = o->attr->cache;
       const char* kind = a.type == HWLOC_OBJ_CACHE_DATA          ? "Data"
                          : a.type == HWLOC_OBJ_CACHE_INSTRUCTION ? "Instruction"
                                                                  : "Unified";

@@ -333,13 +333,12 @@ Result<CgroupLimits> ReadCgroupLimits(const std::string& root) {
     return true;
   };
   auto v1_cpu = [](const std::string& text, const std::string& dir, double* quota) {
-    int64_t n = 0;
-    double period = 100000;  // the kernel default, used if the file is missing
+    int64_t n = 0, period = 100000;  // the kernel default, used if the file is missing
     std::string p;
     if (ReadTrimmed(dir + "/cpu.cfs_period_us", &p) && (!ParseNumber(p, &period) || period <= 0))
       return false;
     if (!ParseNumber(text, &n)) return false;
-    if (n > 0) *quota = n / period;  // -1 means no quota
+    if (n > 0) *quota = static_cast<double>(n) / period;  // -1 means no quota
     return true;
   };
   auto v2_mem = [](const std::string& text, const std::string&, uint64_t* bytes) {
