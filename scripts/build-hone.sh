@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 PREFIX=$(bash scripts/build-llama.sh | tail -n 1)
 SRC_DIR=$(cd "$PREFIX/../src" && pwd)
 BUILD_DIR=${BUILD_DIR:-build}
-GEN=(); command -v ninja >/dev/null && GEN=(-G Ninja)
+GEN=(); [ ! -f "$BUILD_DIR/CMakeCache.txt" ] && command -v ninja >/dev/null && GEN=(-G Ninja)
 LAUNCH=(); command -v ccache >/dev/null && LAUNCH=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S . -B "$BUILD_DIR" "${GEN[@]}" "${LAUNCH[@]}" \
   -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" \

@@ -43,7 +43,7 @@ if [ ! -d "$SRC/.git" ]; then
   log "tarball integrity verified"
   tar -xzf "$tgz" -C "$tmp" package/llama/gitRelease.bundle
   rm -rf "$SRC"
-  git clone -q "$tmp/package/llama/gitRelease.bundle" "$SRC"
+  git -c advice.detachedHead=false clone -q "$tmp/package/llama/gitRelease.bundle" "$SRC"
   git -C "$SRC" -c advice.detachedHead=false checkout -q "$LLAMA_COMMIT"
 fi
 head=$(git -C "$SRC" rev-parse HEAD)
@@ -68,7 +68,13 @@ cmake --build "$BUILD" -j "$JOBS" --target llama ggml "${PEERS[@]}" >"$ROOT/buil
 # 3. Install just what we built: libraries, headers, CMake package, peer binaries.
 mkdir -p "$PREFIX/bin"
 cmake --install "$BUILD/ggml" >"$ROOT/install.log" 2>&1 || { tail -20 "$ROOT/install.log" >&2; exit 1; }
-cmake --install "$BUILD/src" >>"$ROOT/install.log" 2>&1 || true
+# libllama's install rules live in the top-level project, next to every tool's;
+# installing that would demand tools we did not build, so copy its few files.
+mkdir -p "$PREFIX/include" "$PREFIX/lib/cmake/llama" "$PREFIX/lib/pkgconfig"
+cp -a "$BUILD"/bin/libllama.so* "$PREFIX/lib/"
+cp -f "$SRC/include/llama.h" "$SRC/include/llama-cpp.h" "$PREFIX/include/"
+cp -f "$BUILD/llama-config.cmake" "$BUILD/llama-config-version.cmake" "$PREFIX/lib/cmake/llama/"
+cp -f "$BUILD/llama.pc" "$PREFIX/lib/pkgconfig/" 2>/dev/null || true
 for p in "${PEERS[@]}"; do cp -f "$BUILD/bin/$p" "$PREFIX/bin/"; done
 touch "$STAMP"
 log "installed to $PREFIX"

@@ -20,6 +20,7 @@ Result<EmbedResult> Embed(Session& session, const std::vector<std::string>& text
   EmbedResult out;
   out.vectors.reserve(texts.size());
   for (const std::string& text : texts) {
+    if (text.empty()) return MakeError(ErrorCode::kInvalidArgument, "cannot embed an empty text");
     auto tokens = tok.Encode(text, /*add_special=*/true, /*parse_special=*/false);
     if (!tokens) return tokens.error();
     if (tokens->empty()) return MakeError(ErrorCode::kInvalidArgument, "cannot embed an empty text");

@@ -28,7 +28,7 @@ TEST(StopMatcher, StopAcrossPieces) {
 
 TEST(StopMatcher, EarliestOfSeveral) {
   StopMatcher m({"bb", "a"});
-  EXPECT_EQ(m.Push("xxbbya"), "xxbby");  // "a" is earliest? no: "bb" at 2, "a" at 5
+  EXPECT_EQ(m.Push("xxbbya"), "xx");  // "bb" at 2 comes before "a" at 5
   EXPECT_TRUE(m.stopped());
 }
 

@@ -42,6 +42,20 @@ bool AbortTrampoline(void* data) {
   return *fn && (*fn)();
 }
 
+// MemAvailable from /proc/meminfo; 0 when unknown. The engine's own last line
+// of defence: callers with a better figure (cgroup limits) pass a budget.
+uint64_t AvailableMemoryBytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  uint64_t kb;
+  std::string unit;
+  while (f >> key >> kb) {
+    std::getline(f, unit);
+    if (key == "MemAvailable:") return kb * 1024;
+  }
+  return 0;
+}
+
 }  // namespace
 
 const char* FlashAttnName(FlashAttn f) {
@@ -96,13 +110,16 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<Model> model, c
   if (!tv) return tv.error();
 
   MemoryRequest req{opt.n_ctx, opt.n_ubatch, opt.n_seq_max, opt.kv_type_k, opt.flash_attn == FlashAttn::kOn};
-  if (auto est = EstimateMemory(model->gguf(), req); est && opt.memory_budget_bytes > 0) {
+  // llama.cpp only fails such a context after minutes of page-faulting (or
+  // the OOM killer ends the process), so refuse it up front.
+  const uint64_t budget = opt.memory_budget_bytes ? opt.memory_budget_bytes : AvailableMemoryBytes();
+  if (auto est = EstimateMemory(model->gguf(), req); est && budget > 0) {
     uint64_t extra = est->kv_cache + est->compute + est->output;
-    if (extra > opt.memory_budget_bytes) {
+    if (extra > budget) {
       return MakeError(ErrorCode::kOutOfMemory,
                        "a context of " + std::to_string(opt.n_ctx) + " tokens needs about " +
                            std::to_string(extra >> 20) + " MiB (KV cache " + std::to_string(est->kv_cache >> 20) +
-                           " MiB) but only " + std::to_string(opt.memory_budget_bytes >> 20) +
+                           " MiB) but only " + std::to_string(budget >> 20) +
                            " MiB is available; use a smaller context");
     }
   }

@@ -41,6 +41,8 @@ void ProgressBar::Finish() {
 void ProgressBar::Draw(double f) {
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   if (!tty_) {
+    // Logs only want to hear about work long enough to wonder about.
+    if (secs < 1.0) return;
     int quarter = static_cast<int>(f * 4);
     if (quarter == last_quarter_) return;
     last_quarter_ = quarter;
