@@ -7,9 +7,7 @@
 #include "synth/synth.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -21,6 +19,7 @@
 
 #include "ggml.h"
 #include "gguf.h"
+#include "synth/gguf_writer.h"
 
 namespace hone::synth {
 namespace {
@@ -227,71 +226,11 @@ void SetModelKvs(gguf_context* ctx, const Shape& s, const WeightType& type, uint
   gguf_set_val_u64(ctx, "hone.synth.seed", seed);
 }
 
-// The .part file being written; removed unless Commit() renames it into place.
-class PartFile {
- public:
-  explicit PartFile(std::string final_path) : final_(std::move(final_path)), part_(final_ + ".part") {}
-  ~PartFile() {
-    if (file_) std::fclose(file_);
-    if (!committed_) {
-      std::error_code ec;
-      fs::remove(part_, ec);
-    }
-  }
-
-  Status Open() {
-    file_ = std::fopen(part_.c_str(), "wb");
-    if (!file_) return IoError("cannot create");
-    return Status::Ok();
-  }
-  FILE* file() { return file_; }
-  uint64_t written() const { return written_; }
-
-  Status Write(const void* data, size_t n) {
-    if (std::fwrite(data, 1, n, file_) != n) return IoError("cannot write");
-    written_ += n;
-    return Status::Ok();
-  }
-  Status PadTo(uint64_t offset) {
-    static const char kZeros[GGUF_DEFAULT_ALIGNMENT * 8] = {};
-    while (written_ < offset) {
-      Status s = Write(kZeros, std::min<uint64_t>(sizeof(kZeros), offset - written_));
-      if (!s.ok()) return s;
-    }
-    return Status::Ok();
-  }
-  // After the metadata went through gguf_write_to_file_ptr, which bypasses Write().
-  void SyncPosition() { written_ = static_cast<uint64_t>(std::ftell(file_)); }
-
-  Status Commit() {
-    const int rc = std::fclose(file_);
-    file_ = nullptr;
-    if (rc != 0) return IoError("cannot finish writing");
-    std::error_code ec;
-    fs::rename(part_, final_, ec);
-    if (ec)
-      return MakeError(ErrorCode::kIo, "cannot rename " + part_ + " to " + final_ + ": " + ec.message());
-    committed_ = true;
-    return Status::Ok();
-  }
-
- private:
-  Error IoError(const std::string& what) const {
-    return MakeError(ErrorCode::kIo, what + " '" + part_ + "': " + std::strerror(errno));
-  }
-
-  std::string final_, part_;
-  FILE* file_ = nullptr;
-  uint64_t written_ = 0;
-  bool committed_ = false;
-};
-
 // Generates every tensor's bytes and appends them at gguf's offsets. Blocks
 // are generated on up to `threads` workers, then written in order.
-Status WriteTensorData(PartFile& out, const gguf_context* ctx, const std::vector<TensorSpec>& specs,
+Status WriteTensorData(GgufStreamWriter& out, const gguf_context* ctx, const std::vector<TensorSpec>& specs,
                        const std::vector<ggml_type>& types, uint64_t seed,
                        const std::function<void(double)>& on_progress) {
-  const uint64_t data_offset = out.written();
   uint64_t total_bytes = 0, done_bytes = 0;
   for (size_t i = 0; i < specs.size(); ++i) total_bytes += specs[i].elements() * ggml_type_size(types[i]);
 
@@ -300,7 +239,7 @@ Status WriteTensorData(PartFile& out, const gguf_context* ctx, const std::vector
   std::vector<std::vector<float>> scratch(threads);
 
   for (size_t t = 0; t < specs.size(); ++t) {
-    Status s = out.PadTo(data_offset + gguf_get_tensor_offset(ctx, static_cast<int64_t>(t)));
+    Status s = out.BeginTensor(ctx, static_cast<int64_t>(t));
     if (!s.ok()) return s;
     const int64_t n = specs[t].elements();
     const int64_t n_blocks = (n + kBlockElems - 1) / kBlockElems;
@@ -324,9 +263,7 @@ Status WriteTensorData(PartFile& out, const gguf_context* ctx, const std::vector
       if (on_progress) on_progress(static_cast<double>(done_bytes) / static_cast<double>(total_bytes));
     }
   }
-  // gguf's own writer pads the last tensor too; do the same so files match byte for byte.
-  const uint64_t tail = out.written() - data_offset;
-  return out.PadTo(data_offset + GGML_PAD(tail, GGUF_DEFAULT_ALIGNMENT));
+  return Status::Ok();
 }
 
 Result<SynthReport> SynthesizeImpl(const SynthOptions& options) {
@@ -372,18 +309,14 @@ Result<SynthReport> SynthesizeImpl(const SynthOptions& options) {
                                                std::to_string(shape->expected_params));
   }
 
-  PartFile out(options.out_path);
-  Status s = out.Open();
+  GgufStreamWriter out(options.out_path);
+  Status s = out.WriteMetadata(ctx.get());
   if (!s.ok()) return s.error();
-  if (!gguf_write_to_file_ptr(ctx.get(), out.file(), /*only_meta=*/true)) {
-    return MakeError(ErrorCode::kIo, "cannot write GGUF metadata to '" + options.out_path + ".part'");
-  }
-  out.SyncPosition();
   s = WriteTensorData(out, ctx.get(), specs, types, options.seed, options.on_progress);
   if (!s.ok()) return s.error();
-  report.file_bytes = out.written();
-  s = out.Commit();
+  s = out.Finish();
   if (!s.ok()) return s.error();
+  report.file_bytes = out.bytes_written();
 
   report.path = options.out_path;
   report.n_tensors = static_cast<int>(specs.size());

@@ -48,7 +48,8 @@ std::string StrKv(const gguf_context* ctx, const char* key) {
 
 uint32_t U32Kv(const gguf_context* ctx, const char* key) {
   const int64_t id = gguf_find_key(ctx, key);
-  return id < 0 ? 0xffffffffu : gguf_get_val_u32(ctx, id);
+  if (id < 0 || gguf_get_kv_type(ctx, id) != GGUF_TYPE_UINT32) return 0xffffffffu;
+  return gguf_get_val_u32(ctx, id);
 }
 
 size_t TokenCount(const gguf_context* ctx) {
@@ -56,23 +57,55 @@ size_t TokenCount(const gguf_context* ctx) {
   return id < 0 ? 0 : gguf_get_arr_n(ctx, id);
 }
 
-std::string Vocab() {
-  Result<std::string> vocab = FindDefaultVocab();
-  EXPECT_TRUE(vocab.ok()) << vocab.error().ToString();
-  return vocab.ok() ? vocab.value() : "";
-}
+// Each test's scratch files are deleted afterwards: the tiny models are
+// 25-45 MB each and nothing else reads them.
+class SynthTest : public ::testing::Test {
+ protected:
+  std::string Scratch(const std::string& name) {
+    scratch_.push_back(TempPath(name));
+    return scratch_.back();
+  }
+  void TearDown() override {
+    std::error_code ec;
+    for (const std::string& path : scratch_) fs::remove_all(path, ec);
+  }
 
-// Synthesizes the tiny shape; fails the test if that fails.
-SynthReport SynthTiny(const std::string& name, uint64_t seed, const std::string& type = "f16") {
-  SynthOptions options;
-  options.like = "tiny";
-  options.out_path = TempPath(name);
-  options.type = type;
-  options.seed = seed;
-  Result<SynthReport> report = Synthesize(options);
-  EXPECT_TRUE(report.ok()) << report.error().ToString();
-  return report.ok() ? report.value() : SynthReport{};
-}
+  // Synthesizes the tiny shape; fails the test if that fails.
+  SynthReport SynthTiny(const std::string& name, uint64_t seed, const std::string& type = "f16") {
+    SynthOptions options;
+    options.like = "tiny";
+    options.out_path = Scratch(name);
+    options.type = type;
+    options.seed = seed;
+    Result<SynthReport> report = Synthesize(options);
+    EXPECT_TRUE(report.ok()) << report.error().ToString();
+    return report.ok() ? report.value() : SynthReport{};
+  }
+
+  // A minimal vocab-only GGUF with n_tokens made-up tokens.
+  std::string WriteVocab(const std::string& name, size_t n_tokens) {
+    std::vector<std::string> tokens;
+    for (size_t i = 0; i < n_tokens; ++i) tokens.push_back("t" + std::to_string(i));
+    std::vector<const char*> ptrs;
+    for (const std::string& t : tokens) ptrs.push_back(t.c_str());
+    std::vector<int32_t> types(n_tokens, 1);
+    gguf_context* ctx = gguf_init_empty();
+    gguf_set_val_str(ctx, "general.architecture", "qwen2");
+    gguf_set_val_str(ctx, "tokenizer.ggml.model", "gpt2");
+    gguf_set_arr_str(ctx, "tokenizer.ggml.tokens", ptrs.data(), ptrs.size());
+    gguf_set_arr_data(ctx, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types.data(), types.size());
+    const std::string path = Scratch(name);
+    EXPECT_TRUE(gguf_write_to_file(ctx, path.c_str(), false));
+    gguf_free(ctx);
+    return path;
+  }
+
+ private:
+  std::vector<std::string> scratch_;
+};
+using SynthWrite = SynthTest;
+using SynthErrors = SynthTest;
+using SynthVocab = SynthTest;
 
 TEST(SynthShapes, Qwen25HalfBMatchesPublishedParameterCount) {
   Result<Shape> shape = FindShape("qwen2.5-0.5b");
@@ -107,11 +140,13 @@ TEST(SynthShapes, UnknownShapeListsKnownNames) {
   EXPECT_NE(shape.error().message.find("tiny"), std::string::npos);
 }
 
-TEST(SynthWrite, TinyHasQwen2MetadataAndRealTokenizer) {
+TEST_F(SynthWrite, TinyHasQwen2MetadataAndRealTokenizer) {
   const SynthReport report = SynthTiny("synth-meta.gguf", 1);
   auto g = Open(report.path, /*with_data=*/false);
   ASSERT_NE(g->gguf, nullptr);
-  auto vocab = Open(Vocab(), false);
+  Result<std::string> vocab_path = FindDefaultVocab();
+  ASSERT_TRUE(vocab_path.ok()) << vocab_path.error().ToString();
+  auto vocab = Open(*vocab_path, false);
   ASSERT_NE(vocab->gguf, nullptr);
   const gguf_context* ctx = g->gguf;
 
@@ -149,7 +184,7 @@ TEST(SynthWrite, TinyHasQwen2MetadataAndRealTokenizer) {
   EXPECT_FALSE(fs::exists(report.path + ".part"));
 }
 
-TEST(SynthWrite, TinyTensorsHaveLlamaCppQwen2NamesShapesAndTypes) {
+TEST_F(SynthWrite, TinyTensorsHaveLlamaCppQwen2NamesShapesAndTypes) {
   const SynthReport report = SynthTiny("synth-tensors.gguf", 1);
   auto g = Open(report.path, false);
   ASSERT_NE(g->gguf, nullptr);
@@ -194,7 +229,7 @@ TEST(SynthWrite, TinyTensorsHaveLlamaCppQwen2NamesShapesAndTypes) {
   EXPECT_EQ(report.n_params, params);
 }
 
-TEST(SynthWrite, WeightsAreSmallFiniteAndNotAllZero) {
+TEST_F(SynthWrite, WeightsAreSmallFiniteAndNotAllZero) {
   const SynthReport report = SynthTiny("synth-weights.gguf", 7);
   auto g = Open(report.path, /*with_data=*/true);
   ASSERT_NE(g->gguf, nullptr);
@@ -224,7 +259,7 @@ TEST(SynthWrite, WeightsAreSmallFiniteAndNotAllZero) {
   }
 }
 
-TEST(SynthWrite, SameSeedSameBytesDifferentSeedDifferentBytes) {
+TEST_F(SynthWrite, SameSeedSameBytesDifferentSeedDifferentBytes) {
   const std::string a = ReadFile(SynthTiny("synth-seed-a.gguf", 123).path);
   const std::string b = ReadFile(SynthTiny("synth-seed-b.gguf", 123).path);
   const std::string c = ReadFile(SynthTiny("synth-seed-c.gguf", 124).path);
@@ -234,13 +269,13 @@ TEST(SynthWrite, SameSeedSameBytesDifferentSeedDifferentBytes) {
   EXPECT_FALSE(a == c) << "different seeds must give different weights";
 }
 
-TEST(SynthWrite, Bf16AndF32TypesAndProgress) {
+TEST_F(SynthWrite, Bf16AndF32TypesAndProgress) {
   for (const auto& [type, ggml, file_type] : std::vector<std::tuple<std::string, ggml_type, uint32_t>>{
            {"bf16", GGML_TYPE_BF16, 32u}, {"f32", GGML_TYPE_F32, 0u}}) {
     SynthOptions options;
     options.like = "tiny";
     options.type = type;
-    options.out_path = TempPath("synth-" + type + ".gguf");
+    options.out_path = Scratch("synth-" + type + ".gguf");
     std::vector<double> progress;
     options.on_progress = [&](double f) { progress.push_back(f); };
     Result<SynthReport> report = Synthesize(options);
@@ -257,29 +292,12 @@ TEST(SynthWrite, Bf16AndF32TypesAndProgress) {
 }
 
 // A vocab with fewer tokens than embedding rows gets "[PADn]" tokens, as the
-// real Qwen2.5-7B GGUFs do (152064 rows, 151665 tokens); more tokens than rows is an error.
-std::string WriteVocab(const std::string& name, size_t n_tokens) {
-  std::vector<std::string> tokens;
-  for (size_t i = 0; i < n_tokens; ++i) tokens.push_back("t" + std::to_string(i));
-  std::vector<const char*> ptrs;
-  for (const std::string& t : tokens) ptrs.push_back(t.c_str());
-  std::vector<int32_t> types(n_tokens, 1);
-  gguf_context* ctx = gguf_init_empty();
-  gguf_set_val_str(ctx, "general.architecture", "qwen2");
-  gguf_set_val_str(ctx, "tokenizer.ggml.model", "gpt2");
-  gguf_set_arr_str(ctx, "tokenizer.ggml.tokens", ptrs.data(), ptrs.size());
-  gguf_set_arr_data(ctx, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types.data(), types.size());
-  const std::string path = TempPath(name);
-  EXPECT_TRUE(gguf_write_to_file(ctx, path.c_str(), false));
-  gguf_free(ctx);
-  return path;
-}
-
-TEST(SynthWrite, ShortVocabIsPaddedToEmbeddingRows) {
+// real Qwen2.5-7B GGUFs do (152064 rows, fewer tokens); more tokens than rows is an error.
+TEST_F(SynthWrite, ShortVocabIsPaddedToEmbeddingRows) {
   SynthOptions options;
   options.like = "tiny";
   options.vocab_path = WriteVocab("synth-short-vocab.gguf", 3);
-  options.out_path = TempPath("synth-padded.gguf");
+  options.out_path = Scratch("synth-padded.gguf");
   Result<SynthReport> report = Synthesize(options);
   ASSERT_TRUE(report.ok()) << report.error().ToString();
   auto g = Open(report->path, false);
@@ -295,42 +313,42 @@ TEST(SynthWrite, ShortVocabIsPaddedToEmbeddingRows) {
   EXPECT_EQ(type_data[151935], 4);
 }
 
-TEST(SynthErrors, VocabLargerThanEmbeddingIsRejected) {
+TEST_F(SynthErrors, VocabLargerThanEmbeddingIsRejected) {
   SynthOptions options;
   options.like = "tiny";
   options.vocab_path = WriteVocab("synth-long-vocab.gguf", 152000);
-  options.out_path = TempPath("synth-too-many-tokens.gguf");
+  options.out_path = Scratch("synth-too-many-tokens.gguf");
   Result<SynthReport> report = Synthesize(options);
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.error().code, ErrorCode::kInvalidArgument);
   EXPECT_FALSE(fs::exists(options.out_path));
 }
 
-TEST(SynthErrors, UnknownShape) {
+TEST_F(SynthErrors, UnknownShape) {
   SynthOptions options;
   options.like = "gpt-5";
-  options.out_path = TempPath("synth-unknown.gguf");
+  options.out_path = Scratch("synth-unknown.gguf");
   Result<SynthReport> report = Synthesize(options);
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.error().code, ErrorCode::kNotFound);
   EXPECT_NE(report.error().message.find("qwen2.5-7b"), std::string::npos);
 }
 
-TEST(SynthErrors, UnknownType) {
+TEST_F(SynthErrors, UnknownType) {
   SynthOptions options;
   options.like = "tiny";
   options.type = "q4_k";
-  options.out_path = TempPath("synth-q4.gguf");
+  options.out_path = Scratch("synth-q4.gguf");
   Result<SynthReport> report = Synthesize(options);
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.error().code, ErrorCode::kInvalidArgument);
   EXPECT_NE(report.error().message.find("bf16"), std::string::npos);
 }
 
-TEST(SynthErrors, UnwritableOutputDirectory) {
+TEST_F(SynthErrors, UnwritableOutputDirectory) {
   SynthOptions options;
   options.like = "tiny";
-  options.out_path = TempPath("no-such-dir/sub/model.gguf");
+  options.out_path = Scratch("no-such-dir/sub/model.gguf");
   Result<SynthReport> report = Synthesize(options);
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.error().code, ErrorCode::kIo);
@@ -338,11 +356,11 @@ TEST(SynthErrors, UnwritableOutputDirectory) {
   EXPECT_FALSE(fs::exists(options.out_path + ".part"));
 }
 
-TEST(SynthErrors, MissingVocabSaysWhereAndHowToFix) {
+TEST_F(SynthErrors, MissingVocabSaysWhereAndHowToFix) {
   SynthOptions options;
   options.like = "tiny";
-  options.vocab_path = TempPath("no-such-vocab.gguf");
-  options.out_path = TempPath("synth-novocab.gguf");
+  options.vocab_path = Scratch("no-such-vocab.gguf");
+  options.out_path = Scratch("synth-novocab.gguf");
   Result<SynthReport> report = Synthesize(options);
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.error().code, ErrorCode::kNotFound);
@@ -351,19 +369,19 @@ TEST(SynthErrors, MissingVocabSaysWhereAndHowToFix) {
   EXPECT_FALSE(fs::exists(options.out_path));
 }
 
-TEST(SynthErrors, VocabThatIsNotGgufIsCorrupt) {
-  hone::testing::WriteFile(TempPath("synth-not-gguf.gguf"), "definitely not a gguf file");
+TEST_F(SynthErrors, VocabThatIsNotGgufIsCorrupt) {
+  hone::testing::WriteFile(Scratch("synth-not-gguf.gguf"), "definitely not a gguf file");
   SynthOptions options;
   options.like = "tiny";
-  options.vocab_path = TempPath("synth-not-gguf.gguf");
-  options.out_path = TempPath("synth-badvocab.gguf");
+  options.vocab_path = Scratch("synth-not-gguf.gguf");
+  options.out_path = Scratch("synth-badvocab.gguf");
   Result<SynthReport> report = Synthesize(options);
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.error().code, ErrorCode::kCorrupt);
 }
 
-TEST(SynthVocab, EnvironmentVariableWins) {
-  const std::string dir = TempPath("synth-fake-llama");
+TEST_F(SynthVocab, EnvironmentVariableWins) {
+  const std::string dir = Scratch("synth-fake-llama");
   fs::create_directories(dir + "/models");
   hone::testing::WriteFile(dir + "/models/ggml-vocab-qwen2.gguf", "x");
   const char* old = std::getenv("HONE_LLAMA_SOURCE_DIR");
