@@ -74,6 +74,8 @@ void PrintText(const hw::MachineInfo& m) {
 
 }  // namespace
 
+namespace {
+
 Runner AddInfoCommand(CLI::App& app) {
   auto args = std::make_shared<InfoArgs>();
   CLI::App* cmd = app.add_subcommand("info", "Probe this machine: cores, SMT, caches, NUMA, ISA, memory, bandwidth");
@@ -91,5 +93,9 @@ Runner AddInfoCommand(CLI::App& app) {
     return 0;
   };
 }
+
+const CommandRegistrar kRegistrar(10, &AddInfoCommand);
+
+}  // namespace
 
 }  // namespace hone::cli

@@ -23,6 +23,8 @@ struct InspectArgs {
 
 }  // namespace
 
+namespace {
+
 Runner AddInspectCommand(CLI::App& app) {
   auto a = std::make_shared<InspectArgs>();
   CLI::App* cmd = app.add_subcommand("inspect", "Show a model's metadata, tensor types and memory needs");
@@ -92,5 +94,9 @@ Runner AddInspectCommand(CLI::App& app) {
     return 0;
   };
 }
+
+const CommandRegistrar kRegistrar(20, &AddInspectCommand);
+
+}  // namespace
 
 }  // namespace hone::cli

@@ -108,6 +108,8 @@ int Run(const RunArgs& a) {
 
 }  // namespace
 
+namespace {
+
 Runner AddRunCommand(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand("run", "Generate text from a prompt, streaming to stdout, with timings");
@@ -124,5 +126,9 @@ Runner AddRunCommand(CLI::App& app) {
   a->sampling.Register(cmd);
   return [a]() { return Run(*a); };
 }
+
+const CommandRegistrar kRegistrar(30, &AddRunCommand);
+
+}  // namespace
 
 }  // namespace hone::cli

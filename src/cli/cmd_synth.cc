@@ -21,6 +21,8 @@ struct SynthArgs {
 
 }  // namespace
 
+namespace {
+
 Runner AddSynthCommand(CLI::App& app) {
   auto a = std::make_shared<SynthArgs>();
   CLI::App* cmd = app.add_subcommand("synth", "Write a random-weight GGUF with a real model's shapes and tokenizer");
@@ -58,5 +60,9 @@ Runner AddSynthCommand(CLI::App& app) {
     return 0;
   };
 }
+
+const CommandRegistrar kRegistrar(40, &AddSynthCommand);
+
+}  // namespace
 
 }  // namespace hone::cli

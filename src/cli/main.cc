@@ -1,5 +1,6 @@
 // hone: one binary from a model file to a tuned service. main() only wires
-// subcommands; each lives in its own cmd_*.cc.
+// the registered subcommands; each lives in its own cmd_*.cc.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -7,6 +8,15 @@
 #include "engine/backend.h"
 
 namespace hone::cli {
+
+std::vector<RegisteredCommand>& CommandRegistry() {
+  static std::vector<RegisteredCommand> registry;  // function-local: safe during static init
+  return registry;
+}
+
+CommandRegistrar::CommandRegistrar(int order, CommandFactory factory) {
+  CommandRegistry().push_back({order, factory});
+}
 
 int Fail(const std::string& message, int code) {
   std::fprintf(stderr, "hone: %s\n", message.c_str());
@@ -23,12 +33,13 @@ int main(int argc, char** argv) {
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "Show llama.cpp's own log")->envname("HONE_VERBOSE");
 
+  auto registry = CommandRegistry();
+  std::sort(registry.begin(), registry.end(), [](auto& a, auto& b) { return a.order < b.order; });
   std::map<CLI::App*, Runner> runners;
-  auto add = [&](Runner r) { runners[app.get_subcommands({}).back()] = std::move(r); };
-  add(AddInfoCommand(app));
-  add(AddInspectCommand(app));
-  add(AddRunCommand(app));
-  add(AddSynthCommand(app));
+  for (auto& c : registry) {
+    Runner r = c.factory(app);
+    runners[app.get_subcommands({}).back()] = std::move(r);
+  }
 
   try {
     app.parse(argc, argv);
