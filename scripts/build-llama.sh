@@ -14,8 +14,15 @@ NPM_PKG=node-llama-cpp@3.21.1
 NPM_INTEGRITY='sha512-E3N0Ev2Va0wzydvXYFwM9Hvyo07PoWjt8T/9GMc43Cvt8YkV/NU/tYUgEMC1grTPv2o9PRjQi0G3Wb5P/awiMg=='
 
 CACHE=${HONE_CACHE:-$HOME/.cache/hone}
+# HONE_LLAMA_PORTABLE=1 builds for any x86-64-v3 CPU (AVX2/FMA) instead of
+# this machine's ISA, for binaries that travel to another machine.
+VARIANT=""; ISA_FLAGS=(-DGGML_NATIVE=ON)
+if [ "${HONE_LLAMA_PORTABLE:-0}" = 1 ]; then
+  VARIANT="-portable"
+  ISA_FLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON)
+fi
 ROOT=$CACHE/llama.cpp/$LLAMA_COMMIT
-SRC=$ROOT/src BUILD=$ROOT/build PREFIX=$ROOT/prefix
+SRC=$ROOT/src BUILD=$ROOT/build$VARIANT PREFIX=$ROOT/prefix$VARIANT
 STAMP=$PREFIX/.hone-built
 JOBS=${JOBS:-$(nproc)}
 
@@ -52,22 +59,22 @@ head=$(git -C "$SRC" rev-parse HEAD)
 # 2. Build: CPU backend tuned to this machine's ISA, shared libs, peer tools.
 GEN=(); command -v ninja >/dev/null && GEN=(-G Ninja)
 LAUNCH=(); command -v ccache >/dev/null && LAUNCH=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-log "configuring (native ISA, CPU backend)"
+log "configuring (${VARIANT:+portable x86-64-v3}${VARIANT:-native} ISA, CPU backend)"
 cmake -S "$SRC" -B "$BUILD" "${GEN[@]}" "${LAUNCH[@]}" \
   -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$PREFIX" \
   -DCMAKE_INSTALL_RPATH="$PREFIX/lib" -DCMAKE_BUILD_WITH_INSTALL_RPATH=OFF \
-  -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=ON -DGGML_OPENMP=ON \
+  -DBUILD_SHARED_LIBS=ON "${ISA_FLAGS[@]}" -DGGML_OPENMP=ON \
   -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-  -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON >"$ROOT/configure.log" 2>&1 \
-  || { tail -30 "$ROOT/configure.log" >&2; exit 1; }
-PEERS=(llama-bench llama-server llama-perplexity llama-quantize llama-imatrix llama-cli)
-log "building libllama, ggml and peers (${PEERS[*]}) with $JOBS jobs; log: $ROOT/build.log"
-cmake --build "$BUILD" -j "$JOBS" --target llama ggml "${PEERS[@]}" >"$ROOT/build.log" 2>&1 \
-  || { tail -40 "$ROOT/build.log" >&2; exit 1; }
+  -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON >"$BUILD.configure.log" 2>&1 \
+  || { tail -30 "$BUILD.configure.log" >&2; exit 1; }
+PEERS=(${HONE_LLAMA_PEERS:-llama-bench llama-server llama-perplexity llama-quantize llama-imatrix llama-cli})
+log "building libllama, ggml and peers (${PEERS[*]}) with $JOBS jobs; log: $BUILD.log"
+cmake --build "$BUILD" -j "$JOBS" --target llama ggml "${PEERS[@]}" >"$BUILD.log" 2>&1 \
+  || { tail -40 "$BUILD.log" >&2; exit 1; }
 
 # 3. Install just what we built: libraries, headers, CMake package, peer binaries.
 mkdir -p "$PREFIX/bin"
-cmake --install "$BUILD/ggml" >"$ROOT/install.log" 2>&1 || { tail -20 "$ROOT/install.log" >&2; exit 1; }
+cmake --install "$BUILD/ggml" >"$BUILD.install.log" 2>&1 || { tail -20 "$BUILD.install.log" >&2; exit 1; }
 # libllama's install rules live in the top-level project, next to every tool's;
 # installing that would demand tools we did not build, so copy its few files.
 mkdir -p "$PREFIX/include" "$PREFIX/lib/cmake/llama" "$PREFIX/lib/pkgconfig"
