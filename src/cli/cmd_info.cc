@@ -26,19 +26,29 @@ nlohmann::json ToJson(const hw::MachineInfo& m) {
   j["smt_per_core"] = m.smt_per_core;
   j["usable_cpus"] = m.usable_cpus();
   j["isa"] = m.isa;
-  for (auto& n : m.numa_nodes) j["numa_nodes"].push_back({{"id", n.id}, {"cpus", n.cpus}, {"memory_bytes", n.memory_bytes}});
+  for (auto& n : m.numa_nodes)
+    j["numa_nodes"].push_back({{"id", n.id}, {"cpus", n.cpus}, {"memory_bytes", n.memory_bytes}});
   for (auto& c : m.caches) {
-    j["caches"].push_back({{"level", c.level}, {"type", c.type}, {"size_bytes", c.size_bytes},
-                           {"instances", c.instances}, {"shared_by_cpus", c.shared_by_cpus}});
+    j["caches"].push_back({{"level", c.level},
+                           {"type", c.type},
+                           {"size_bytes", c.size_bytes},
+                           {"instances", c.instances},
+                           {"shared_by_cpus", c.shared_by_cpus}});
   }
-  for (auto& c : m.cores) j["cores"].push_back({{"id", c.id}, {"package", c.package}, {"numa_node", c.numa_node}, {"cpus", c.cpus}});
-  j["memory"] = {{"total_bytes", m.mem_total_bytes}, {"available_bytes", m.mem_available_bytes},
+  for (auto& c : m.cores)
+    j["cores"].push_back(
+        {{"id", c.id}, {"package", c.package}, {"numa_node", c.numa_node}, {"cpus", c.cpus}});
+  j["memory"] = {{"total_bytes", m.mem_total_bytes},
+                 {"available_bytes", m.mem_available_bytes},
                  {"usable_bytes", m.usable_memory_bytes()}};
-  j["cgroup"] = {{"cpu_quota", m.cgroup.cpu_quota}, {"memory_limit_bytes", m.cgroup.memory_limit_bytes},
-                 {"memory_usage_bytes", m.cgroup.memory_usage_bytes}, {"allowed_cpus", m.cgroup.allowed_cpus}};
-  j["bandwidth"] = {{"read_gbps", m.bandwidth.read_gbps}, {"read_gbps_mean", m.bandwidth.read_gbps_mean},
-                    {"read_gbps_ci95", m.bandwidth.read_gbps_ci95}, {"threads", m.bandwidth.threads},
-                    {"buffer_bytes", m.bandwidth.buffer_bytes}, {"runs", m.bandwidth.runs}};
+  j["cgroup"] = {{"cpu_quota", m.cgroup.cpu_quota},
+                 {"memory_limit_bytes", m.cgroup.memory_limit_bytes},
+                 {"memory_usage_bytes", m.cgroup.memory_usage_bytes},
+                 {"allowed_cpus", m.cgroup.allowed_cpus}};
+  j["bandwidth"] = {
+      {"read_gbps", m.bandwidth.read_gbps},           {"read_gbps_mean", m.bandwidth.read_gbps_mean},
+      {"read_gbps_ci95", m.bandwidth.read_gbps_ci95}, {"threads", m.bandwidth.threads},
+      {"buffer_bytes", m.bandwidth.buffer_bytes},     {"runs", m.bandwidth.runs}};
   j["fingerprint"] = hw::Fingerprint(m);
   j["llama_cpp"] = {{"commit", engine::LlamaVersion()}, {"system_info", engine::SystemInfo()}};
   return j;
@@ -46,8 +56,8 @@ nlohmann::json ToJson(const hw::MachineInfo& m) {
 
 void PrintText(const hw::MachineInfo& m) {
   std::printf("CPU         %s (%s)\n", m.cpu_model.c_str(), m.arch.c_str());
-  std::printf("Cores       %d physical, %d logical (SMT %d), %d package(s), usable CPUs %d\n", m.physical_cores,
-              m.logical_cpus, m.smt_per_core, m.packages, m.usable_cpus());
+  std::printf("Cores       %d physical, %d logical (SMT %d), %d package(s), usable CPUs %d\n",
+              m.physical_cores, m.logical_cpus, m.smt_per_core, m.packages, m.usable_cpus());
   std::printf("NUMA        %zu node(s)\n", m.numa_nodes.size());
   for (auto& c : m.caches) {
     std::printf("Cache       L%d %-11s %s x %d (shared by %d CPUs)\n", c.level, c.type.c_str(),
@@ -63,8 +73,9 @@ void PrintText(const hw::MachineInfo& m) {
               m.cgroup.memory_limit_bytes ? FormatBytes(m.cgroup.memory_limit_bytes).c_str() : "none");
   if (m.bandwidth.runs > 0) {
     std::printf("Bandwidth   %.1f GB/s read (best of %d; mean %.1f ± %.1f, %d threads, %s buffer)\n",
-                m.bandwidth.read_gbps, m.bandwidth.runs, m.bandwidth.read_gbps_mean, m.bandwidth.read_gbps_ci95,
-                m.bandwidth.threads, FormatBytes(m.bandwidth.buffer_bytes).c_str());
+                m.bandwidth.read_gbps, m.bandwidth.runs, m.bandwidth.read_gbps_mean,
+                m.bandwidth.read_gbps_ci95, m.bandwidth.threads,
+                FormatBytes(m.bandwidth.buffer_bytes).c_str());
   } else {
     std::printf("Bandwidth   not measured\n");
   }
@@ -78,18 +89,22 @@ namespace {
 
 Runner AddInfoCommand(CLI::App& app) {
   auto args = std::make_shared<InfoArgs>();
-  CLI::App* cmd = app.add_subcommand("info", "Probe this machine: cores, SMT, caches, NUMA, ISA, memory, bandwidth");
+  CLI::App* cmd =
+      app.add_subcommand("info", "Probe this machine: cores, SMT, caches, NUMA, ISA, memory, bandwidth");
   cmd->add_flag("--json", args->json, "Machine-readable output");
   cmd->add_flag("--no-bandwidth", args->no_bandwidth, "Skip the memory bandwidth measurement");
-  cmd->add_option("--bandwidth-seconds", args->seconds, "Time spent measuring bandwidth")->check(CLI::Range(0.05, 60.0));
+  cmd->add_option("--bandwidth-seconds", args->seconds, "Time spent measuring bandwidth")
+      ->check(CLI::Range(0.05, 60.0));
   return [args]() {
     hw::ProbeOptions opt;
     opt.measure_bandwidth = !args->no_bandwidth;
     opt.bandwidth_seconds = args->seconds;
     auto m = hw::Probe(opt);
     if (!m) return Fail(m.error().ToString());
-    if (args->json) std::printf("%s\n", ToJson(*m).dump(2).c_str());
-    else PrintText(*m);
+    if (args->json)
+      std::printf("%s\n", ToJson(*m).dump(2).c_str());
+    else
+      PrintText(*m);
     return 0;
   };
 }

@@ -66,8 +66,9 @@ Runner AddInspectCommand(CLI::App& app) {
       for (auto& [type, s] : m.type_histogram) {
         j["tensor_types"][type] = {{"tensors", s.tensors}, {"elements", s.elements}, {"bytes", s.bytes}};
       }
-      j["memory"] = {{"ctx", a->ctx},           {"kv_type", a->kv_type},    {"weights", mem->weights},
-                     {"kv_cache", mem->kv_cache}, {"compute", mem->compute}, {"output", mem->output},
+      j["memory"] = {{"ctx", a->ctx},           {"kv_type", a->kv_type},
+                     {"weights", mem->weights}, {"kv_cache", mem->kv_cache},
+                     {"compute", mem->compute}, {"output", mem->output},
                      {"total", mem->total()}};
       std::printf("%s\n", j.dump(2).c_str());
       return 0;
@@ -77,8 +78,8 @@ Runner AddInspectCommand(CLI::App& app) {
     std::printf("Architecture %s%s\n", m.architecture.c_str(), m.synthetic ? " (synthetic weights)" : "");
     std::printf("File type    %s, %.2f bits per weight\n", m.file_type.c_str(), m.bits_per_weight);
     std::printf("Parameters   %s (%llu)\n", FormatCount(m.n_params).c_str(), (unsigned long long)m.n_params);
-    std::printf("Shape        n_embd %d, %d layers, %d heads, %d KV heads, vocab %d, trained ctx %d\n", m.n_embd,
-                m.n_layer, m.n_head, m.n_head_kv, m.n_vocab, m.n_ctx_train);
+    std::printf("Shape        n_embd %d, %d layers, %d heads, %d KV heads, vocab %d, trained ctx %d\n",
+                m.n_embd, m.n_layer, m.n_head, m.n_head_kv, m.n_vocab, m.n_ctx_train);
     std::printf("Chat         %s\n", m.chat_template.empty() ? "no template" : "has a chat template");
     std::printf("Tensor types\n");
     for (auto& [type, s] : m.type_histogram) {

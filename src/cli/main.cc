@@ -29,7 +29,8 @@ int main(int argc, char** argv) {
   using namespace hone::cli;
   CLI::App app{"hone: run LLMs as fast as this machine allows (llama.cpp inside)", "hone"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("hone 0.1.0 (llama.cpp ") + hone::engine::LlamaVersion() + ")");
+  app.set_version_flag("--version",
+                       std::string("hone 0.1.0 (llama.cpp ") + hone::engine::LlamaVersion() + ")");
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "Show llama.cpp's own log")->envname("HONE_VERBOSE");
 

@@ -43,7 +43,8 @@ Status BatchDecoder::Decode() {
   return MakeError(ErrorCode::kInternal, "llama_decode failed with code " + std::to_string(rc));
 }
 
-Result<std::vector<GenerateResult>> GenerateParallel(Session& session, const std::vector<GenerateRequest>& reqs) {
+Result<std::vector<GenerateResult>> GenerateParallel(Session& session,
+                                                     const std::vector<GenerateRequest>& reqs) {
   const int n = static_cast<int>(reqs.size());
   if (n > static_cast<int>(session.options().n_seq_max)) {
     return MakeError(ErrorCode::kInvalidArgument, "more requests than the session's parallel sequences");
@@ -111,7 +112,8 @@ Result<std::vector<GenerateResult>> GenerateParallel(Session& session, const std
     }
   }
   for (int i = 0; i < n; ++i) {
-    if (out[i].stop_reason != StopReason::kStopString) out[i].text += seqs[i].stops->Push(seqs[i].utf8.Flush());
+    if (out[i].stop_reason != StopReason::kStopString)
+      out[i].text += seqs[i].stops->Push(seqs[i].utf8.Flush());
     out[i].text += seqs[i].stops->Flush();
     out[i].gen_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }

@@ -40,6 +40,7 @@ class BatchDecoder {
 // Runs several independent generations at once, one decode step per token for
 // all of them (the shape of continuous batching). Requires a session with
 // n_seq_max >= requests.size(); request i uses sequence i.
-Result<std::vector<GenerateResult>> GenerateParallel(Session& session, const std::vector<GenerateRequest>& requests);
+Result<std::vector<GenerateResult>> GenerateParallel(Session& session,
+                                                     const std::vector<GenerateRequest>& requests);
 
 }  // namespace hone::engine

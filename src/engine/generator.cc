@@ -13,7 +13,8 @@ using Clock = std::chrono::steady_clock;
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 Status DecodeError(int rc) {
-  if (rc == 1) return MakeError(ErrorCode::kOutOfMemory, "no KV cache space left for the batch (context full)");
+  if (rc == 1)
+    return MakeError(ErrorCode::kOutOfMemory, "no KV cache space left for the batch (context full)");
   if (rc == 2) return MakeError(ErrorCode::kAborted, "decode aborted");
   return MakeError(ErrorCode::kInternal, "llama_decode failed with code " + std::to_string(rc));
 }
@@ -22,11 +23,16 @@ Status DecodeError(int rc) {
 
 const char* StopReasonName(StopReason r) {
   switch (r) {
-    case StopReason::kMaxTokens: return "length";
-    case StopReason::kEndOfGeneration: return "eos";
-    case StopReason::kStopString: return "stop";
-    case StopReason::kCancelled: return "cancelled";
-    case StopReason::kContextFull: return "context_full";
+    case StopReason::kMaxTokens:
+      return "length";
+    case StopReason::kEndOfGeneration:
+      return "eos";
+    case StopReason::kStopString:
+      return "stop";
+    case StopReason::kCancelled:
+      return "cancelled";
+    case StopReason::kContextFull:
+      return "context_full";
   }
   return "?";
 }
@@ -60,7 +66,8 @@ Result<GenerateResult> Generate(Session& session, const GenerateRequest& req, co
   const int n_ctx = static_cast<int>(session.n_ctx() / std::max<uint32_t>(1, session.options().n_seq_max));
   if (static_cast<int>(req.prompt.size()) >= n_ctx) {
     return MakeError(ErrorCode::kInvalidArgument, "the prompt has " + std::to_string(req.prompt.size()) +
-                                                      " tokens but the context holds " + std::to_string(n_ctx));
+                                                      " tokens but the context holds " +
+                                                      std::to_string(n_ctx));
   }
   auto sampler = Sampler::Create(session.model(), req.sampling);
   if (!sampler) return sampler.error();

@@ -19,24 +19,26 @@ const char* StopReasonName(StopReason r);
 
 struct GenerateRequest {
   std::vector<Token> prompt;
-  int max_tokens = 128;            // < 0: until end of generation or context full
+  int max_tokens = 128;  // < 0: until end of generation or context full
   SamplingOptions sampling;
-  std::vector<std::string> stop;   // stop strings (not included in the output)
-  bool ignore_eos = false;         // benchmarks: always produce max_tokens
-  int seq = 0;                     // sequence id in the session
+  std::vector<std::string> stop;  // stop strings (not included in the output)
+  bool ignore_eos = false;        // benchmarks: always produce max_tokens
+  int seq = 0;                    // sequence id in the session
 };
 
 struct GenerateResult {
-  std::string text;                // everything streamed, valid UTF-8
-  std::vector<Token> tokens;       // generated tokens
+  std::string text;           // everything streamed, valid UTF-8
+  std::vector<Token> tokens;  // generated tokens
   StopReason stop_reason = StopReason::kMaxTokens;
   int n_prompt = 0;
-  double prompt_seconds = 0;       // prefill
-  double ttft_seconds = 0;         // prefill + first sampled token
-  double gen_seconds = 0;          // decode of tokens after the first
+  double prompt_seconds = 0;  // prefill
+  double ttft_seconds = 0;    // prefill + first sampled token
+  double gen_seconds = 0;     // decode of tokens after the first
   double prompt_tps() const { return prompt_seconds > 0 ? n_prompt / prompt_seconds : 0; }
   // Decode speed over the tokens after the first (the first rides on prefill).
-  double gen_tps() const { return gen_seconds > 0 && tokens.size() > 1 ? (tokens.size() - 1) / gen_seconds : 0; }
+  double gen_tps() const {
+    return gen_seconds > 0 && tokens.size() > 1 ? (tokens.size() - 1) / gen_seconds : 0;
+  }
 };
 
 // Called with each new piece of text; return false to stop (kCancelled).
@@ -44,7 +46,8 @@ using TextCallback = std::function<bool(std::string_view text)>;
 
 // Errors: kInvalidArgument (empty prompt, prompt longer than the context),
 // kInternal (llama_decode failed).
-Result<GenerateResult> Generate(Session& session, const GenerateRequest& request, const TextCallback& on_text = {});
+Result<GenerateResult> Generate(Session& session, const GenerateRequest& request,
+                                const TextCallback& on_text = {});
 
 // Feeds tokens into a sequence's KV cache in n_batch chunks starting at
 // position `pos`, with logits for the last one only.

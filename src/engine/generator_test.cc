@@ -57,7 +57,8 @@ TEST_F(Stories, GreedyContinuationIsAStory) {
   EXPECT_EQ(r->tokens.size(), 64u);
   // TinyStories vocabulary: a story about someone, told with common words.
   int hits = 0;
-  for (const char* w : {" there", " was", " little", " girl", " boy", " named", " She", " He", " day", " play"}) {
+  for (const char* w :
+       {" there", " was", " little", " girl", " boy", " named", " She", " He", " day", " play"}) {
     hits += r->text.find(w) != std::string::npos;
   }
   EXPECT_GE(hits, 3) << r->text;
@@ -98,7 +99,8 @@ TEST_F(Stories, StopStringEndsGeneration) {
 TEST_F(Stories, CallbackCanCancel) {
   auto s = NewSession(model_);
   int calls = 0;
-  auto r = Generate(*s, Greedy(*model_, "Once upon a time", 64), [&](std::string_view) { return ++calls < 3; });
+  auto r =
+      Generate(*s, Greedy(*model_, "Once upon a time", 64), [&](std::string_view) { return ++calls < 3; });
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->stop_reason, StopReason::kCancelled);
   EXPECT_EQ(calls, 3);

@@ -16,20 +16,34 @@ namespace {
 
 std::string ValueToString(const gguf_context* ctx, int64_t id) {
   switch (gguf_get_kv_type(ctx, id)) {
-    case GGUF_TYPE_UINT8: return std::to_string(gguf_get_val_u8(ctx, id));
-    case GGUF_TYPE_INT8: return std::to_string(gguf_get_val_i8(ctx, id));
-    case GGUF_TYPE_UINT16: return std::to_string(gguf_get_val_u16(ctx, id));
-    case GGUF_TYPE_INT16: return std::to_string(gguf_get_val_i16(ctx, id));
-    case GGUF_TYPE_UINT32: return std::to_string(gguf_get_val_u32(ctx, id));
-    case GGUF_TYPE_INT32: return std::to_string(gguf_get_val_i32(ctx, id));
-    case GGUF_TYPE_UINT64: return std::to_string(gguf_get_val_u64(ctx, id));
-    case GGUF_TYPE_INT64: return std::to_string(gguf_get_val_i64(ctx, id));
-    case GGUF_TYPE_FLOAT32: return std::to_string(gguf_get_val_f32(ctx, id));
-    case GGUF_TYPE_FLOAT64: return std::to_string(gguf_get_val_f64(ctx, id));
-    case GGUF_TYPE_BOOL: return gguf_get_val_bool(ctx, id) ? "true" : "false";
-    case GGUF_TYPE_STRING: return gguf_get_val_str(ctx, id);
-    case GGUF_TYPE_ARRAY: return "[" + std::to_string(gguf_get_arr_n(ctx, id)) + " items]";
-    default: return "?";
+    case GGUF_TYPE_UINT8:
+      return std::to_string(gguf_get_val_u8(ctx, id));
+    case GGUF_TYPE_INT8:
+      return std::to_string(gguf_get_val_i8(ctx, id));
+    case GGUF_TYPE_UINT16:
+      return std::to_string(gguf_get_val_u16(ctx, id));
+    case GGUF_TYPE_INT16:
+      return std::to_string(gguf_get_val_i16(ctx, id));
+    case GGUF_TYPE_UINT32:
+      return std::to_string(gguf_get_val_u32(ctx, id));
+    case GGUF_TYPE_INT32:
+      return std::to_string(gguf_get_val_i32(ctx, id));
+    case GGUF_TYPE_UINT64:
+      return std::to_string(gguf_get_val_u64(ctx, id));
+    case GGUF_TYPE_INT64:
+      return std::to_string(gguf_get_val_i64(ctx, id));
+    case GGUF_TYPE_FLOAT32:
+      return std::to_string(gguf_get_val_f32(ctx, id));
+    case GGUF_TYPE_FLOAT64:
+      return std::to_string(gguf_get_val_f64(ctx, id));
+    case GGUF_TYPE_BOOL:
+      return gguf_get_val_bool(ctx, id) ? "true" : "false";
+    case GGUF_TYPE_STRING:
+      return gguf_get_val_str(ctx, id);
+    case GGUF_TYPE_ARRAY:
+      return "[" + std::to_string(gguf_get_arr_n(ctx, id)) + " items]";
+    default:
+      return "?";
   }
 }
 
@@ -93,7 +107,8 @@ std::optional<double> GgufFile::ArchFloat(const std::string& key) const {
 Result<GgufFile> ReadGguf(const std::string& path) {
   EnsureBackend();
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return MakeError(ErrorCode::kNotFound, "model file not found: " + path);
+  if (!std::filesystem::exists(path, ec))
+    return MakeError(ErrorCode::kNotFound, "model file not found: " + path);
   if (std::filesystem::is_directory(path, ec)) {
     return MakeError(ErrorCode::kInvalidArgument, path + " is a directory, not a GGUF model file");
   }
@@ -109,9 +124,8 @@ Result<GgufFile> ReadGguf(const std::string& path) {
   gguf_context* ctx = gguf_init_from_file(path.c_str(), params);
   if (!ctx) {
     std::string why = TakeRecentLlamaErrors();
-    return MakeError(ErrorCode::kCorrupt,
-                     path + " is a damaged GGUF file (header or metadata unreadable)" +
-                         (why.empty() ? "" : ": " + why));
+    return MakeError(ErrorCode::kCorrupt, path + " is a damaged GGUF file (header or metadata unreadable)" +
+                                              (why.empty() ? "" : ": " + why));
   }
   std::unique_ptr<gguf_context, void (*)(gguf_context*)> guard(ctx, &gguf_free);
   std::unique_ptr<ggml_context, void (*)(ggml_context*)> meta_guard(meta, &ggml_free);
@@ -141,8 +155,9 @@ Result<GgufFile> ReadGguf(const std::string& path) {
   // gguf_init_from_file with no_alloc does not read tensor data, so a file cut
   // short after its header would pass; llama.cpp would then fail mid-load.
   if (data_end > out.file_bytes) {
-    return MakeError(ErrorCode::kCorrupt, path + " is truncated: its tensors need " + std::to_string(data_end) +
-                                              " bytes but the file has " + std::to_string(out.file_bytes));
+    return MakeError(ErrorCode::kCorrupt, path + " is truncated: its tensors need " +
+                                              std::to_string(data_end) + " bytes but the file has " +
+                                              std::to_string(out.file_bytes));
   }
   return out;
 }

@@ -31,10 +31,10 @@ struct GgufFile {
   std::string path;
   uint64_t file_bytes = 0;
   uint32_t version = 0;
-  std::string architecture;                        // general.architecture
-  std::map<std::string, std::string> metadata;     // scalars as text; arrays as "[N items]"
+  std::string architecture;                     // general.architecture
+  std::map<std::string, std::string> metadata;  // scalars as text; arrays as "[N items]"
   std::vector<TensorInfo> tensors;
-  std::map<std::string, TypeShare> type_histogram; // by ggml type name
+  std::map<std::string, TypeShare> type_histogram;  // by ggml type name
 
   uint64_t n_params() const;
   uint64_t tensor_bytes() const;

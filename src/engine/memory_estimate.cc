@@ -12,8 +12,9 @@ Result<double> KvTypeBytes(const std::string& t) {
   if (t == "q4_1") return 20.0 / 32;
   if (t == "q5_0") return 22.0 / 32;
   if (t == "q5_1") return 24.0 / 32;
-  return MakeError(ErrorCode::kInvalidArgument,
-                   "unknown KV cache type '" + t + "' (expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1)");
+  return MakeError(
+      ErrorCode::kInvalidArgument,
+      "unknown KV cache type '" + t + "' (expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1)");
 }
 
 Result<MemoryEstimate> EstimateMemory(const GgufFile& g, const MemoryRequest& r) {
@@ -25,7 +26,8 @@ Result<MemoryEstimate> EstimateMemory(const GgufFile& g, const MemoryRequest& r)
   const int64_t n_head_kv = g.ArchInt("attention.head_count_kv").value_or(n_head);
   const int64_t n_ff = g.ArchInt("feed_forward_length").value_or(4 * n_embd);
   if (n_embd <= 0 || n_layer <= 0 || n_head <= 0) {
-    return MakeError(ErrorCode::kCorrupt, g.path + ": missing embedding_length/block_count/head_count metadata");
+    return MakeError(ErrorCode::kCorrupt,
+                     g.path + ": missing embedding_length/block_count/head_count metadata");
   }
   const int64_t head_k = g.ArchInt("attention.key_length").value_or(n_embd / n_head);
   const int64_t head_v = g.ArchInt("attention.value_length").value_or(n_embd / n_head);

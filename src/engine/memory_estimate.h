@@ -11,11 +11,11 @@
 namespace hone::engine {
 
 struct MemoryRequest {
-  uint32_t n_ctx = 4096;       // total KV cells (all sequences together)
-  uint32_t n_ubatch = 512;     // physical batch: sizes the compute buffer
-  uint32_t n_seq = 1;          // parallel sequences: sizes the logits buffer
-  std::string kv_type = "f16"; // f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1
-  bool flash_attn = false;     // without it the KQ matrix is materialised
+  uint32_t n_ctx = 4096;        // total KV cells (all sequences together)
+  uint32_t n_ubatch = 512;      // physical batch: sizes the compute buffer
+  uint32_t n_seq = 1;           // parallel sequences: sizes the logits buffer
+  std::string kv_type = "f16";  // f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1
+  bool flash_attn = false;      // without it the KQ matrix is materialised
 };
 
 struct MemoryEstimate {

@@ -43,8 +43,8 @@ ModelInfo InfoFromGguf(const GgufFile& g) {
 Error ClassifyLoadFailure(const std::string& path, const std::string& arch, const std::string& why) {
   auto has = [&](const char* s) { return why.find(s) != std::string::npos; };
   if (has("unknown model architecture")) {
-    return MakeError(ErrorCode::kUnsupported,
-                     path + ": unknown model architecture '" + arch + "' (not supported by this llama.cpp build)");
+    return MakeError(ErrorCode::kUnsupported, path + ": unknown model architecture '" + arch +
+                                                  "' (not supported by this llama.cpp build)");
   }
   if (has("failed to allocate") || has("out of memory") || has("cannot allocate")) {
     return MakeError(ErrorCode::kOutOfMemory, path + ": not enough memory to load the model: " + why);
@@ -68,10 +68,14 @@ bool OnLoadProgress(float progress, void* user) {
 
 const char* LoadModeName(LoadMode mode) {
   switch (mode) {
-    case LoadMode::kMmap: return "mmap";
-    case LoadMode::kNoMmap: return "no-mmap";
-    case LoadMode::kMlock: return "mlock";
-    case LoadMode::kMmapMlock: return "mmap+mlock";
+    case LoadMode::kMmap:
+      return "mmap";
+    case LoadMode::kNoMmap:
+      return "no-mmap";
+    case LoadMode::kMlock:
+      return "mlock";
+    case LoadMode::kMmapMlock:
+      return "mmap+mlock";
   }
   return "?";
 }
@@ -101,10 +105,18 @@ Result<std::shared_ptr<Model>> Model::Load(const std::string& path, const LoadOp
 
   llama_model_params mp = llama_model_default_params();
   switch (options.mode) {
-    case LoadMode::kMmap: mp.load_mode = LLAMA_LOAD_MODE_MMAP; break;
-    case LoadMode::kNoMmap: mp.load_mode = LLAMA_LOAD_MODE_NONE; break;
-    case LoadMode::kMlock: mp.load_mode = LLAMA_LOAD_MODE_MLOCK; break;
-    case LoadMode::kMmapMlock: mp.load_mode = LLAMA_LOAD_MODE_MMAP_MLOCK; break;
+    case LoadMode::kMmap:
+      mp.load_mode = LLAMA_LOAD_MODE_MMAP;
+      break;
+    case LoadMode::kNoMmap:
+      mp.load_mode = LLAMA_LOAD_MODE_NONE;
+      break;
+    case LoadMode::kMlock:
+      mp.load_mode = LLAMA_LOAD_MODE_MLOCK;
+      break;
+    case LoadMode::kMmapMlock:
+      mp.load_mode = LLAMA_LOAD_MODE_MMAP_MLOCK;
+      break;
   }
   mp.use_extra_bufts = options.repack;
   ProgressTrampoline trampoline{&options.on_progress};

@@ -33,10 +33,10 @@ struct LoadOptions {
 
 struct ModelInfo {
   std::string path;
-  std::string name;              // general.name, else the file stem
+  std::string name;  // general.name, else the file stem
   std::string architecture;
-  std::string description;       // llama.cpp's, e.g. "qwen2 1B F16"
-  std::string file_type;         // e.g. "Q4_K - Medium"
+  std::string description;  // llama.cpp's, e.g. "qwen2 1B F16"
+  std::string file_type;    // e.g. "Q4_K - Medium"
   uint64_t n_params = 0;
   uint64_t file_bytes = 0;
   uint64_t tensor_bytes = 0;
@@ -47,10 +47,10 @@ struct ModelInfo {
   int32_t n_head = 0;
   int32_t n_head_kv = 0;
   int32_t n_vocab = 0;
-  std::string chat_template;     // empty when the GGUF has none
+  std::string chat_template;  // empty when the GGUF has none
   std::map<std::string, TypeShare> type_histogram;
   bool has_encoder = false;
-  bool synthetic = false;        // made by `hone synth`
+  bool synthetic = false;  // made by `hone synth`
 };
 
 class Model {

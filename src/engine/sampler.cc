@@ -27,9 +27,9 @@ Result<std::unique_ptr<Sampler>> Sampler::Create(const Model& model, const Sampl
     llama_sampler_chain_add(s->chain_, g);
   }
   if (o.repeat_penalty != 1.0f || o.presence_penalty != 0 || o.frequency_penalty != 0) {
-    llama_sampler_chain_add(s->chain_,
-                            llama_sampler_init_penalties(llama_vocab_n_tokens(vocab), o.repeat_last_n,
-                                                         o.repeat_penalty, o.frequency_penalty, o.presence_penalty));
+    llama_sampler_chain_add(
+        s->chain_, llama_sampler_init_penalties(llama_vocab_n_tokens(vocab), o.repeat_last_n,
+                                                o.repeat_penalty, o.frequency_penalty, o.presence_penalty));
   }
   if (o.greedy()) {
     llama_sampler_chain_add(s->chain_, llama_sampler_init_greedy());

@@ -8,7 +8,8 @@ namespace hone::engine {
 
 Tokenizer::Tokenizer(const Model& model) : model_(model) {}
 
-Result<std::vector<Token>> Tokenizer::Encode(const std::string& text, bool add_special, bool parse_special) const {
+Result<std::vector<Token>> Tokenizer::Encode(const std::string& text, bool add_special,
+                                             bool parse_special) const {
   if (text.size() > static_cast<size_t>(INT32_MAX / 2)) {
     return MakeError(ErrorCode::kInvalidArgument, "text too long to tokenize");
   }
@@ -30,7 +31,8 @@ std::string Tokenizer::Piece(Token token, bool render_special) const {
   int n = llama_token_to_piece(model_.vocab(), token, buf, sizeof buf, 0, render_special);
   if (n >= 0) return std::string(buf, n);
   std::string big(-n, '\0');
-  n = llama_token_to_piece(model_.vocab(), token, big.data(), static_cast<int32_t>(big.size()), 0, render_special);
+  n = llama_token_to_piece(model_.vocab(), token, big.data(), static_cast<int32_t>(big.size()), 0,
+                           render_special);
   big.resize(n > 0 ? n : 0);
   return big;
 }
@@ -45,7 +47,8 @@ bool Tokenizer::IsEndOfGeneration(Token token) const { return llama_vocab_is_eog
 Token Tokenizer::bos() const { return llama_vocab_bos(model_.vocab()); }
 int Tokenizer::n_vocab() const { return llama_vocab_n_tokens(model_.vocab()); }
 
-Result<std::string> Tokenizer::ApplyChatTemplate(const std::vector<ChatMessage>& messages, bool add_assistant_turn,
+Result<std::string> Tokenizer::ApplyChatTemplate(const std::vector<ChatMessage>& messages,
+                                                 bool add_assistant_turn,
                                                  const std::string& tmpl_override) const {
   const std::string& tmpl = tmpl_override.empty() ? model_.info().chat_template : tmpl_override;
   if (tmpl.empty()) {

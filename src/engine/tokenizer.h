@@ -13,7 +13,7 @@ namespace hone::engine {
 using Token = int32_t;
 
 struct ChatMessage {
-  std::string role;     // "system", "user", "assistant"
+  std::string role;  // "system", "user", "assistant"
   std::string content;
 };
 

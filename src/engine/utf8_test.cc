@@ -18,7 +18,10 @@ TEST(Utf8Stream, HoldsBackSplitCharacterUntilComplete) {
   EXPECT_EQ(s.Push("a\xE4"), "a");
   EXPECT_TRUE(s.has_pending());
   EXPECT_EQ(s.Push("\xB8"), "");
-  EXPECT_EQ(s.Push("\xAD" "b"), "\xE4\xB8\xAD" "b");
+  EXPECT_EQ(s.Push("\xAD"
+                   "b"),
+            "\xE4\xB8\xAD"
+            "b");
   EXPECT_FALSE(s.has_pending());
 }
 
@@ -31,7 +34,7 @@ TEST(Utf8Stream, FourByteEmojiSplit) {
 TEST(Utf8Stream, InvalidBytesBecomeReplacement) {
   Utf8Stream s;
   EXPECT_EQ(s.Push("x\xFFy"), "x" + kFffd + "y");
-  EXPECT_EQ(s.Push("\x80"), kFffd);        // stray continuation byte
+  EXPECT_EQ(s.Push("\x80"), kFffd);              // stray continuation byte
   EXPECT_EQ(s.Push("\xC0\xAF"), kFffd + kFffd);  // overlong lead C0 is never valid
 }
 
@@ -42,7 +45,7 @@ TEST(Utf8Stream, BrokenSequenceIsReplacedAndNextCharKept) {
 }
 
 TEST(Utf8Stream, SurrogatesAndTooLargeRejected) {
-  EXPECT_EQ(SanitizeUtf8("\xED\xA0\x80"), kFffd + kFffd + kFffd);  // U+D800
+  EXPECT_EQ(SanitizeUtf8("\xED\xA0\x80"), kFffd + kFffd + kFffd);              // U+D800
   EXPECT_EQ(SanitizeUtf8("\xF4\x90\x80\x80"), kFffd + kFffd + kFffd + kFffd);  // > U+10FFFF
 }
 

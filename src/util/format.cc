@@ -19,10 +19,14 @@ std::string FormatBytes(uint64_t bytes) {
 
 std::string FormatCount(uint64_t n) {
   char buf[32];
-  if (n >= 1000000000ULL) std::snprintf(buf, sizeof buf, "%.2f B", n / 1e9);
-  else if (n >= 1000000ULL) std::snprintf(buf, sizeof buf, "%.2f M", n / 1e6);
-  else if (n >= 1000ULL) std::snprintf(buf, sizeof buf, "%.2f K", n / 1e3);
-  else std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(n));
+  if (n >= 1000000000ULL)
+    std::snprintf(buf, sizeof buf, "%.2f B", n / 1e9);
+  else if (n >= 1000000ULL)
+    std::snprintf(buf, sizeof buf, "%.2f M", n / 1e6);
+  else if (n >= 1000ULL)
+    std::snprintf(buf, sizeof buf, "%.2f K", n / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(n));
   return buf;
 }
 

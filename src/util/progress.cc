@@ -14,7 +14,9 @@ bool ProgressBar::StderrIsTerminal() { return isatty(STDERR_FILENO) == 1; }
 void ProgressBar::SetEnabled(bool enabled) { g_enabled = enabled; }
 
 ProgressBar::ProgressBar(std::string label, uint64_t total)
-    : label_(std::move(label)), total_(total ? total : 1), tty_(StderrIsTerminal()),
+    : label_(std::move(label)),
+      total_(total ? total : 1),
+      tty_(StderrIsTerminal()),
       start_(std::chrono::steady_clock::now()) {}
 
 ProgressBar::~ProgressBar() {

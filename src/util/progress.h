@@ -14,9 +14,9 @@ class ProgressBar {
   ProgressBar(std::string label, uint64_t total);
   ~ProgressBar();
 
-  void Update(uint64_t done);      // absolute progress, thread-compatible (one writer)
-  void UpdateFraction(double f);   // 0..1
-  void Finish();                   // draws 100% and ends the line; idempotent
+  void Update(uint64_t done);     // absolute progress, thread-compatible (one writer)
+  void UpdateFraction(double f);  // 0..1
+  void Finish();                  // draws 100% and ends the line; idempotent
 
   static bool StderrIsTerminal();
   // Tests and --quiet runs turn all bars off.

@@ -9,8 +9,8 @@ namespace hone {
 struct Summary {
   int n = 0;
   double mean = 0;
-  double stddev = 0;   // sample standard deviation (n-1)
-  double ci95 = 0;     // half-width of the 95% confidence interval of the mean
+  double stddev = 0;  // sample standard deviation (n-1)
+  double ci95 = 0;    // half-width of the 95% confidence interval of the mean
   double min = 0;
   double max = 0;
   double median = 0;

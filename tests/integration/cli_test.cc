@@ -63,7 +63,8 @@ TEST(Cli, InspectStories) {
 }
 
 TEST(Cli, RunStoriesPrintsStoryAndTimings) {
-  auto r = RunCommand(Hone("run " + SharedModel("stories260K.gguf") + " -p \"Once upon a time\" -n 64 --temp 0"));
+  auto r =
+      RunCommand(Hone("run " + SharedModel("stories260K.gguf") + " -p \"Once upon a time\" -n 64 --temp 0"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output.rfind("Once upon a time", 0), 0u) << r.output;  // prompt echoed first
   EXPECT_NE(r.output.find(" was"), std::string::npos) << r.output;
@@ -73,7 +74,8 @@ TEST(Cli, RunStoriesPrintsStoryAndTimings) {
 }
 
 TEST(Cli, RunJsonReportsSpeeds) {
-  auto r = RunCommand(Hone("run " + SharedModel("stories260K.gguf") + " -p \"Once upon a time\" -n 16 --temp 0 --json"));
+  auto r = RunCommand(
+      Hone("run " + SharedModel("stories260K.gguf") + " -p \"Once upon a time\" -n 16 --temp 0 --json"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto j = JsonOf(r);
   EXPECT_EQ(j["generated_tokens"].get<int>(), 16);
@@ -91,7 +93,8 @@ TEST(Cli, RunErrorsAreClear) {
   EXPECT_EQ(junk.exit_code, 1);
   EXPECT_NE(junk.output.find("not a GGUF"), std::string::npos) << junk.output;
 
-  auto bad_flag = RunCommand(Hone("run " + SharedModel("stories260K.gguf") + " -p hi --flash-attn sometimes"));
+  auto bad_flag =
+      RunCommand(Hone("run " + SharedModel("stories260K.gguf") + " -p hi --flash-attn sometimes"));
   EXPECT_EQ(bad_flag.exit_code, 2);
   EXPECT_NE(bad_flag.output.find("flash attention"), std::string::npos) << bad_flag.output;
 

@@ -47,8 +47,10 @@ std::string TinySynthModel() {
     if (std::filesystem::exists(path)) return;
     std::string tmp = path + ".tmp";
     auto r = RunCommand(HoneBinary() + " synth --like tiny --out " + tmp);
-    if (r.exit_code == 0) std::filesystem::rename(tmp, path);
-    else std::fprintf(stderr, "hone synth failed:\n%s\n", r.output.c_str());
+    if (r.exit_code == 0)
+      std::filesystem::rename(tmp, path);
+    else
+      std::fprintf(stderr, "hone synth failed:\n%s\n", r.output.c_str());
   });
   return path;
 }

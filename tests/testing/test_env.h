@@ -6,10 +6,10 @@
 
 namespace hone::testing {
 
-std::string SharedDir();                 // ../shared (or $HONE_SHARED)
+std::string SharedDir();                            // ../shared (or $HONE_SHARED)
 std::string SharedModel(const std::string& file);   // SharedDir()/models/file
 std::string SharedCorpus(const std::string& file);  // SharedDir()/corpora/file
-std::string TempDir();                   // a per-build scratch folder, created on demand
+std::string TempDir();                              // a per-build scratch folder, created on demand
 std::string TempPath(const std::string& name);
 std::string SourceDir();
 std::string HoneBinary();
