@@ -3,8 +3,15 @@
 # Usage: scripts/build-hone.sh   (BUILD_DIR, BUILD_TYPE, JOBS may be set)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PREFIX=$(bash scripts/build-llama.sh | tail -n 1)
-SRC_DIR=$(cd "$PREFIX/../src" && pwd)
+# HONE_LLAMA_PREFIX: use an llama.cpp you installed yourself (its lib/cmake/llama
+# must exist); otherwise the pinned build, made once and cached.
+if [ -n "${HONE_LLAMA_PREFIX:-}" ]; then
+  PREFIX=$HONE_LLAMA_PREFIX
+  SRC_DIR=${HONE_LLAMA_SOURCE_DIR:-}
+else
+  PREFIX=$(bash scripts/build-llama.sh | tail -n 1)
+  SRC_DIR=$(cd "$PREFIX/../src" && pwd)
+fi
 BUILD_DIR=${BUILD_DIR:-build}
 GEN=(); [ ! -f "$BUILD_DIR/CMakeCache.txt" ] && command -v ninja >/dev/null && GEN=(-G Ninja)
 LAUNCH=(); command -v ccache >/dev/null && LAUNCH=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
