@@ -1,0 +1,324 @@
+// `hone tune MODEL`: measures which llama.cpp run parameters are fastest for
+// this machine, this model and this workload, then saves a profile that
+// `hone run` picks up and prints the equivalent llama.cpp flags.
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "engine/memory_estimate.h"
+#include "hw/probe.h"
+#include "tune/flags.h"
+#include "tune/measure.h"
+#include "tune/profile.h"
+#include "tune/report.h"
+#include "tune/search_space.h"
+#include "util/format.h"
+
+namespace hone::cli {
+namespace {
+
+struct TuneArgs {
+  std::string model;
+  std::string workload = "chat";
+  int prompt_tokens = 128;
+  int gen_tokens = 64;
+  int ctx = 0;
+  int concurrency = 4;
+  double min_stream_tps = 0;
+  std::string budget = "5m";
+  bool exhaustive = false;
+  bool json = false;
+  bool quiet = false;
+  bool no_save = false;
+};
+
+// Everything checked before any measuring starts.
+struct Plan {
+  tune::WorkloadSpec spec;
+  double budget_s = 0;
+  engine::GgufFile gguf;
+  hw::MachineInfo machine;
+};
+
+// A deliberately rough cost of one trial (load, warm-up, two repetitions):
+// prefill at 50 GFLOP/s per core, decode at the memory-bandwidth roofline.
+double EstimateTrialSeconds(const Plan& p) {
+  const double params = static_cast<double>(p.gguf.n_params());
+  const double cores = std::max(1, p.machine.physical_cores);
+  const double seqs = p.spec.workload == tune::Workload::kChat ? 1 : p.spec.concurrency;
+  const double prefill = 2 * params * p.spec.prompt_tokens * seqs / (50e9 * cores);
+  const double gbps = p.machine.bandwidth.read_gbps > 0 ? p.machine.bandwidth.read_gbps : 10;
+  const double decode = p.spec.gen_tokens * static_cast<double>(p.gguf.tensor_bytes()) / (gbps * 1e9);
+  const double load = static_cast<double>(p.gguf.file_bytes) / 2e9;
+  return load + 3 * (prefill + decode);
+}
+
+int MakePlan(const TuneArgs& a, Plan* p) {
+  auto w = tune::ParseWorkload(a.workload);
+  if (!w) return Fail(w.error().message, 2);
+  auto budget = tune::ParseDuration(a.budget);
+  if (!budget) return Fail("--budget: " + budget.error().message, 2);
+  if (a.prompt_tokens < 1 || a.gen_tokens < 2 || a.concurrency < 1 || a.ctx < 0) {
+    return Fail("--prompt-tokens must be >= 1, --gen-tokens >= 2, --concurrency >= 1 and --ctx >= 0", 2);
+  }
+  auto g = engine::ReadGguf(a.model);
+  if (!g) return Fail(g.error().ToString());
+  if (g->architecture.empty()) return Fail("corrupt: " + a.model + ": GGUF has no general.architecture key");
+  p->gguf = *g;
+  p->budget_s = *budget;
+  tune::WorkloadSpec& s = p->spec;
+  s.workload = *w;
+  s.prompt_tokens = a.prompt_tokens;
+  s.gen_tokens = a.gen_tokens;
+  s.concurrency = *w == tune::Workload::kChat ? 1 : a.concurrency;
+  s.min_stream_tps = a.min_stream_tps;
+  const int need = s.concurrency * (a.prompt_tokens + a.gen_tokens + 8);
+  s.n_ctx = a.ctx > 0 ? a.ctx : (need + 255) / 256 * 256;
+  if (static_cast<int>(s.n_ctx) < need) {
+    return Fail("--ctx " + std::to_string(a.ctx) + " cannot hold " + std::to_string(s.concurrency) + " x (" +
+                    std::to_string(a.prompt_tokens) + " prompt + " + std::to_string(a.gen_tokens) +
+                    " generated) tokens",
+                2);
+  }
+  if (!a.quiet) std::fprintf(stderr, "[hone] probing the machine (memory bandwidth takes about a second)\n");
+  auto m = hw::Probe();
+  if (!m) return Fail(m.error().ToString());
+  p->machine = *m;
+  s.memory_budget = m->usable_memory_bytes();
+  // The largest micro-batch the search may try sizes the compute buffer.
+  engine::MemoryRequest req{s.n_ctx, 1024, static_cast<uint32_t>(s.concurrency), "f16", false};
+  if (auto est = engine::EstimateMemory(*g, req);
+      est && s.memory_budget > 0 && est->total() > s.memory_budget) {
+    return Fail("out of memory: a context of " + std::to_string(s.n_ctx) + " tokens needs about " +
+                FormatBytes(est->total()) + " with the weights, but only " + FormatBytes(s.memory_budget) +
+                " is available; use a smaller --ctx");
+  }
+  double one = EstimateTrialSeconds(*p);
+  if (!a.exhaustive && p->budget_s < one) {
+    char msg[256];
+    std::snprintf(msg, sizeof(msg),
+                  "--budget %s (%.0f s) is too small for even one trial (about %.1f s here)",
+                  a.budget.c_str(), p->budget_s, one);
+    return Fail(msg, 2);
+  }
+  return 0;
+}
+
+bool MlockAllowed(uint64_t bytes) {
+  rlimit r{};
+  if (getrlimit(RLIMIT_MEMLOCK, &r) != 0) return false;
+  return r.rlim_cur == RLIM_INFINITY || r.rlim_cur >= bytes;
+}
+
+std::string UtcNow() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+void PrintProgress(const tune::Trial& t, double fraction) {
+  std::string what = t.error.empty() ? "" : "  failed: " + t.error;
+  std::fprintf(stderr, "[tune %3.0f%%] #%-3d %-13s %s  %.2f ± %.2f (n=%zu)%s\n",
+               std::min(fraction, 1.0) * 100, t.id, t.stage.c_str(), t.config.Key().c_str(), t.score.mean,
+               t.score.ci95, t.samples.size(), what.c_str());
+}
+
+nlohmann::json TrialJson(const tune::Trial& t) {
+  return {{"id", t.id},
+          {"stage", t.stage},
+          {"config", t.config.Key()},
+          {"reps", t.samples.size()},
+          {"score", t.score.mean},
+          {"ci95", t.score.ci95},
+          {"cv", t.score.cv()},
+          {"ttft_ms", t.mean(&tune::Sample::ttft_s) * 1000},
+          {"prefill_tps", t.mean(&tune::Sample::prefill_tps)},
+          {"decode_tps", t.mean(&tune::Sample::decode_tps)},
+          {"quality", t.samples.empty() ? 0.0 : t.mean(&tune::Sample::quality)},
+          {"seconds", t.seconds},
+          {"dropped", t.dropped},
+          {"error", t.error}};
+}
+
+const tune::Trial* FinalTrial(const tune::SearchResult& r, const tune::Config& c) {
+  const tune::Trial* found = nullptr;
+  for (const tune::Trial& t : r.trials) {
+    if (t.config == c && t.error.empty() && !t.samples.empty()) found = &t;  // the last: the final comparison
+  }
+  return found;
+}
+
+struct Outcome {
+  tune::Profile profile;
+  tune::Roofline roofline;
+  const tune::Trial* best = nullptr;
+  const tune::Trial* defaults = nullptr;
+  size_t grid_size = 0;
+  std::string saved_to;
+};
+
+void PrintText(const TuneArgs& a, const Plan& p, const tune::SearchResult& r, const Outcome& o) {
+  std::printf("%s\n", tune::TrialTable(r).c_str());
+  std::printf("objective      %s\n", tune::ObjectiveDescription(p.spec.workload).c_str());
+  std::printf("defaults       %s\n", r.trials[0].config.Key().c_str());
+  std::printf("tuned          %s%s\n", r.best.Key().c_str(), r.kept_defaults ? "  (kept the defaults)" : "");
+  auto line = [](const char* name, const tune::Trial* t) {
+    if (!t) return;
+    std::printf("%-14s score %.2f ± %.2f | TTFT %.1f ms | prefill %.1f tok/s | decode %.2f tok/s\n", name,
+                t->score.mean, t->score.ci95, t->mean(&tune::Sample::ttft_s) * 1000,
+                t->mean(&tune::Sample::prefill_tps), t->mean(&tune::Sample::decode_tps));
+  };
+  line("  default", o.defaults);
+  line("  tuned", o.best);
+  std::printf("speedup        %.3f ± %.3f (95%% CI, %d paired repetitions)\n", r.speedup.mean, r.speedup.ci95,
+              r.speedup.n);
+  std::printf(
+      "roofline       decode %.2f tok/s = %.1f%% of %.1f tok/s (%s per token at %.1f GB/s measured)\n",
+      o.best ? o.best->mean(&tune::Sample::decode_tps) : 0.0, o.roofline.fraction * 100, o.roofline.max_tps,
+      FormatBytes(o.roofline.bytes_per_token).c_str(), o.roofline.bandwidth_gbps);
+  std::printf("measuring      %.1f s in %zu trials (%s search; full grid has %zu configurations)%s\n",
+              r.measure_seconds, r.trials.size(), a.exhaustive ? "exhaustive" : "default", o.grid_size,
+              r.budget_exhausted ? ", budget reached" : "");
+  if (r.max_drift > 0)
+    std::printf("drift          defaults moved by up to %.1f%% during the tune\n", r.max_drift * 100);
+  for (const std::string& n : r.notes) std::printf("note           %s\n", n.c_str());
+  std::printf("llama-server   %s\n", o.profile.llama_server_flags.c_str());
+  std::printf("llama-cli      %s\n", o.profile.llama_cli_flags.c_str());
+  if (!o.saved_to.empty())
+    std::printf("profile        %s (hone run loads it automatically)\n", o.saved_to.c_str());
+}
+
+void PrintJson(const TuneArgs& a, const Plan& p, const tune::SearchResult& r, const Outcome& o) {
+  nlohmann::json trials = nlohmann::json::array();
+  for (const tune::Trial& t : r.trials) trials.push_back(TrialJson(t));
+  nlohmann::json j = {{"model", a.model},
+                      {"workload", tune::WorkloadName(p.spec.workload)},
+                      {"objective", tune::ObjectiveDescription(p.spec.workload)},
+                      {"exhaustive", a.exhaustive},
+                      {"budget_seconds", p.budget_s},
+                      {"measure_seconds", r.measure_seconds},
+                      {"budget_exhausted", r.budget_exhausted},
+                      {"grid_size", o.grid_size},
+                      {"default", r.trials[0].config.Key()},
+                      {"best", r.best.Key()},
+                      {"kept_defaults", r.kept_defaults},
+                      {"default_score", r.default_score.mean},
+                      {"best_score", r.best_score.mean},
+                      {"speedup", r.speedup.mean},
+                      {"speedup_ci95", r.speedup.ci95},
+                      {"best_ttft_ms", o.best ? o.best->mean(&tune::Sample::ttft_s) * 1000 : 0},
+                      {"best_decode_tps", o.best ? o.best->mean(&tune::Sample::decode_tps) : 0},
+                      {"roofline",
+                       {{"bytes_per_token", o.roofline.bytes_per_token},
+                        {"bandwidth_gbps", o.roofline.bandwidth_gbps},
+                        {"max_decode_tps", o.roofline.max_tps},
+                        {"fraction", o.roofline.fraction}}},
+                      {"max_drift", r.max_drift},
+                      {"notes", r.notes},
+                      {"llama_server_flags", o.profile.llama_server_flags},
+                      {"llama_cli_flags", o.profile.llama_cli_flags},
+                      {"profile", o.saved_to},
+                      {"fingerprint", o.profile.fingerprint},
+                      {"model_hash", o.profile.model_hash},
+                      {"trials", trials}};
+  std::printf("%s\n", j.dump(2).c_str());
+}
+
+int Tune(const TuneArgs& a) {
+  Plan p;
+  if (int rc = MakePlan(a, &p)) return rc;
+  auto hash = tune::ModelHash(a.model);
+  if (!hash) return Fail(hash.error().ToString());
+
+  tune::SpaceRequest sr;
+  sr.workload = p.spec.workload;
+  sr.prompt_tokens = p.spec.prompt_tokens;
+  sr.concurrency = p.spec.concurrency;
+  sr.model_bytes = p.gguf.file_bytes;
+  sr.mlock_allowed = MlockAllowed(p.gguf.file_bytes);
+  tune::SearchSpace space = tune::BuildSearchSpace(p.machine, sr);
+  Outcome o;
+  o.grid_size = space.GridSize();
+  if (!a.quiet) {
+    std::fprintf(stderr, "[hone] tuning %s for %s on %s: %zu grid configurations, %s budget %.0f s\n",
+                 a.model.c_str(), tune::WorkloadName(p.spec.workload), p.machine.cpu_model.c_str(),
+                 o.grid_size, a.exhaustive ? "no" : "a", p.budget_s);
+  }
+  tune::Measurer measurer(a.model, p.spec);
+  tune::SearchOptions so;
+  so.budget_s = p.budget_s;
+  so.exhaustive = a.exhaustive;
+  if (!a.quiet) so.on_trial = &PrintProgress;
+  tune::MeasureFn fn = [&](const tune::Config& c, int reps) { return measurer.Measure(c, reps); };
+  tune::SearchResult r = tune::Search(space, fn, so);
+  if (r.trials.empty() || !r.trials[0].error.empty()) {
+    return Fail("the defaults could not be measured: " + (r.trials.empty() ? "" : r.trials[0].error));
+  }
+
+  o.best = FinalTrial(r, r.best);
+  o.defaults = FinalTrial(r, space.defaults);
+  const int avg_ctx = p.spec.prompt_tokens + p.spec.gen_tokens / 2;
+  o.roofline = tune::DecodeRoofline(tune::DecodeBytesPerToken(p.gguf, avg_ctx, r.best.kv_type),
+                                    p.machine.bandwidth.read_gbps,
+                                    o.best ? o.best->mean(&tune::Sample::decode_tps) : 0);
+  tune::Profile& pr = o.profile;
+  pr.fingerprint = hw::Fingerprint(p.machine);
+  pr.model_hash = *hash;
+  pr.model_path = a.model;
+  pr.workload = tune::WorkloadName(p.spec.workload);
+  pr.created = UtcNow();
+  pr.prompt_tokens = p.spec.prompt_tokens;
+  pr.gen_tokens = p.spec.gen_tokens;
+  pr.concurrency = p.spec.concurrency;
+  pr.config = r.best;
+  pr.objective = tune::ObjectiveDescription(p.spec.workload);
+  pr.best_score = r.best_score.mean;
+  pr.default_score = r.default_score.mean;
+  pr.speedup = r.speedup.mean;
+  pr.speedup_ci95 = r.speedup.ci95;
+  pr.llama_server_flags = tune::LlamaFlags(r.best, tune::LlamaTool::kServer, static_cast<int>(p.spec.n_ctx));
+  pr.llama_cli_flags = tune::LlamaFlags(r.best, tune::LlamaTool::kCli);
+  if (!a.no_save) {
+    std::string path = tune::ProfilePath(pr.fingerprint, pr.model_hash);
+    if (Status s = tune::SaveProfile(pr, path); !s) return Fail(s.error().ToString());
+    o.saved_to = path;
+  }
+  if (a.json)
+    PrintJson(a, p, r, o);
+  else
+    PrintText(a, p, r, o);
+  return 0;
+}
+
+Runner AddTuneCommand(CLI::App& app) {
+  auto a = std::make_shared<TuneArgs>();
+  CLI::App* cmd =
+      app.add_subcommand("tune", "Measure which llama.cpp run parameters are fastest here; save a profile");
+  cmd->add_option("model", a->model, "GGUF model file")->required();
+  cmd->add_option("--workload", a->workload, "chat, batch or server")->capture_default_str();
+  cmd->add_option("--prompt-tokens", a->prompt_tokens, "Prompt length of each request")
+      ->capture_default_str();
+  cmd->add_option("--gen-tokens", a->gen_tokens, "Tokens generated per request")->capture_default_str();
+  cmd->add_option("-c,--ctx", a->ctx, "Context size (0 = just enough for the workload)")
+      ->capture_default_str();
+  cmd->add_option("--concurrency", a->concurrency, "Sequences at once (batch and server)")
+      ->capture_default_str();
+  cmd->add_option("--min-stream-tps", a->min_stream_tps, "Server: slowest acceptable per-stream decode tok/s")
+      ->capture_default_str();
+  cmd->add_option("--budget", a->budget, "Time budget for measuring, e.g. 90s, 5m")->capture_default_str();
+  cmd->add_flag("--exhaustive", a->exhaustive, "Measure the whole grid (ignores --budget; the reference)");
+  cmd->add_flag("--json", a->json, "Print one JSON object with every trial and the result");
+  cmd->add_flag("-q,--quiet", a->quiet, "No progress lines");
+  cmd->add_flag("--no-save", a->no_save, "Do not write the profile");
+  return [a]() { return Tune(*a); };
+}
+
+const CommandRegistrar kRegistrar(50, &AddTuneCommand);
+
+}  // namespace
+}  // namespace hone::cli

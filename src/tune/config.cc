@@ -1,0 +1,107 @@
+#include "tune/config.h"
+
+#include <cctype>
+#include <sstream>
+
+namespace hone::tune {
+
+const char* WorkloadName(Workload w) {
+  switch (w) {
+    case Workload::kChat:
+      return "chat";
+    case Workload::kBatch:
+      return "batch";
+    case Workload::kServer:
+      return "server";
+  }
+  return "?";
+}
+
+Result<Workload> ParseWorkload(const std::string& name) {
+  if (name == "chat") return Workload::kChat;
+  if (name == "batch") return Workload::kBatch;
+  if (name == "server") return Workload::kServer;
+  return MakeError(ErrorCode::kInvalidArgument,
+                   "unknown workload '" + name + "' (expected chat, batch or server)");
+}
+
+std::string Config::Key() const {
+  std::ostringstream s;
+  s << "t=" << threads << " tb=" << threads_batch << " cpus=" << placement << (strict_cpu ? " strict" : "")
+    << " poll=" << poll << " b=" << n_batch << " ub=" << n_ubatch
+    << " fa=" << engine::FlashAttnName(flash_attn) << " kv=" << kv_type << ' '
+    << engine::LoadModeName(load_mode) << (repack ? " repack" : " no-repack");
+  if (n_parallel > 1) s << " np=" << n_parallel;
+  return s.str();
+}
+
+engine::LoadOptions Config::ToLoadOptions() const {
+  engine::LoadOptions o;
+  o.mode = load_mode;
+  o.repack = repack;
+  return o;
+}
+
+engine::SessionOptions Config::ToSessionOptions(uint32_t n_ctx) const {
+  engine::SessionOptions o;
+  o.n_ctx = n_ctx;
+  o.n_seq_max = static_cast<uint32_t>(std::max(1, n_parallel));
+  o.kv_type_k = o.kv_type_v = kv_type;
+  o.n_batch = static_cast<uint32_t>(n_batch);
+  o.n_ubatch = static_cast<uint32_t>(n_ubatch);
+  o.threads = threads;
+  o.threads_batch = threads_batch;
+  o.flash_attn = flash_attn;
+  o.cpus = cpus;
+  o.strict_cpu = strict_cpu;
+  o.poll = poll;
+  return o;
+}
+
+Config DefaultConfig(int physical_cores, int n_parallel) {
+  Config c;
+  c.threads = c.threads_batch = std::max(1, physical_cores);
+  c.n_parallel = std::max(1, n_parallel);
+  return c;
+}
+
+Result<double> ParseDuration(const std::string& text) {
+  auto bad = [&] {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "bad duration '" + text + "' (expected e.g. 90s, 5m or 1h30m)");
+  };
+  if (text.empty()) return bad();
+  double total = 0;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t j = i;
+    while (j < text.size() && (std::isdigit(static_cast<unsigned char>(text[j])) || text[j] == '.')) ++j;
+    if (j == i) return bad();
+    double v;
+    try {
+      v = std::stod(text.substr(i, j - i));
+    } catch (...) {
+      return bad();
+    }
+    double unit = 1;
+    if (j < text.size()) {
+      char u = text[j++];
+      if (u == 'h')
+        unit = 3600;
+      else if (u == 'm')
+        unit = 60;
+      else if (u == 's')
+        unit = 1;
+      else
+        return bad();
+    } else if (i > 0) {
+      return bad();  // "1h30" is ambiguous
+    }
+    total += v * unit;
+    i = j;
+  }
+  if (total <= 0) return bad();
+  return total;
+}
+
+}  // namespace hone::tune

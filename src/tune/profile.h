@@ -1,0 +1,63 @@
+// Tuned profiles: the winning run parameters for one machine and one model
+// file, saved as TOML in the profile folder ($HONE_PROFILE_DIR, else
+// ~/.config/hone/profiles) under <hardware fingerprint>-<model hash>.toml.
+// `hone run` (and later `hone serve`) look one up with FindProfile and apply
+// it with ApplyProfile; flags given on the command line still win.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "engine/model.h"
+#include "engine/session.h"
+#include "tune/config.h"
+#include "util/result.h"
+
+namespace hone::tune {
+
+struct Profile {
+  int version = 1;
+  std::string fingerprint;  // hw::Fingerprint of the machine it was tuned on
+  std::string model_hash;   // ModelHash of the file
+  std::string model_path;   // informational: where the file was when tuned
+  std::string workload;     // chat, batch, server
+  std::string created;      // UTC, ISO 8601
+  int prompt_tokens = 0;
+  int gen_tokens = 0;
+  int concurrency = 1;
+  Config config;
+  std::string objective;  // what the scores measure
+  double best_score = 0;
+  double default_score = 0;
+  double speedup = 1;  // best / default (paired), and its 95% CI half-width
+  double speedup_ci95 = 0;
+  std::string llama_server_flags;
+  std::string llama_cli_flags;
+  std::string path;  // where it was loaded from (not stored)
+};
+
+// A fast content key for a model file: FNV-1a 64 over the size, the first MiB
+// (the GGUF header and metadata), 32 evenly spaced 64 KiB blocks and the last
+// 64 KiB. Hashing every byte of a multi-GB file would take seconds on each
+// `hone run`; re-quantizing or editing a model changes the header or the
+// sampled blocks. Errors: kNotFound, kIo.
+Result<std::string> ModelHash(const std::string& path);
+
+std::string ProfileDir();
+std::string ProfilePath(const std::string& fingerprint, const std::string& model_hash);
+
+std::string ProfileToToml(const Profile& p);
+// Errors: kCorrupt (not valid TOML or a field has the wrong type/value).
+Result<Profile> ProfileFromToml(const std::string& text);
+Status SaveProfile(const Profile& p, const std::string& path);
+Result<Profile> LoadProfile(const std::string& path);
+
+// The profile for this machine and this model file, if one was tuned.
+// Errors only when a matching profile exists but cannot be read.
+Result<std::optional<Profile>> FindProfile(const std::string& model_path);
+
+// Writes the profile's run parameters into the options (context size and the
+// number of sequences are left as the caller set them).
+void ApplyProfile(const Profile& p, engine::SessionOptions* session, engine::LoadOptions* load);
+
+}  // namespace hone::tune

@@ -1,0 +1,291 @@
+#include "tune/search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <set>
+
+namespace hone::tune {
+
+double Trial::mean(double Sample::*field) const {
+  if (samples.empty()) return 0;
+  double s = 0;
+  for (const Sample& x : samples) s += x.*field;
+  return s / samples.size();
+}
+
+namespace {
+
+// Every combination of the dimensions' values applied to `base`, in order.
+std::vector<Config> Product(const Config& base, const std::vector<Dimension>& dims) {
+  std::vector<Config> out{base};
+  for (const Dimension& d : dims) {
+    std::vector<Config> next;
+    for (const Config& c : out) {
+      for (const Dimension::Value& v : d.values) {
+        Config x = c;
+        v.apply(x);
+        next.push_back(x);
+      }
+    }
+    out.swap(next);
+  }
+  return out;
+}
+
+class Searcher {
+ public:
+  Searcher(const SearchSpace& space, const MeasureFn& measure, const SearchOptions& o)
+      : space_(space), measure_(measure), o_(o) {
+    if (!o_.clock) {
+      o_.clock = [] {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+      };
+    }
+    start_ = o_.clock();
+  }
+
+  SearchResult Run() {
+    int base = Measure(space_.defaults, "baseline", o_.min_reps);
+    if (!result_.trials[base].error.empty()) {
+      result_.notes.push_back("the defaults failed to run: " + result_.trials[base].error);
+      result_.best = space_.defaults;
+      return Finish(base, base);
+    }
+    baseline_ = result_.trials[base].score.mean;
+    int inc = base;
+    if (o_.exhaustive) {
+      inc = Grid(inc);
+    } else {
+      for (int pass = 0; pass < 2 && !OutOfBudget(); ++pass) {
+        std::string before = result_.trials[inc].config.Key();
+        for (const Dimension& d : space_.grid) inc = Stage(d, inc);
+        if (result_.trials[inc].config.Key() == before) break;  // converged
+      }
+    }
+    for (const Dimension& d : space_.extra) inc = Stage(d, inc);
+    result_.best = result_.trials[inc].config;
+    return Finish(base, inc);
+  }
+
+ private:
+  // Measures `reps` more repetitions of a config (cached by key); returns the trial index.
+  int Measure(const Config& c, const std::string& stage, int reps) {
+    auto it = by_key_.find(c.Key());
+    int idx;
+    if (it == by_key_.end()) {
+      Trial t;
+      t.id = static_cast<int>(result_.trials.size());
+      t.stage = stage;
+      t.config = c;
+      result_.trials.push_back(t);
+      idx = t.id;
+      by_key_[c.Key()] = idx;
+    } else {
+      idx = it->second;
+    }
+    Trial& t = result_.trials[idx];
+    if (!t.error.empty() || reps <= 0) return idx;
+    double t0 = o_.clock();
+    auto samples = measure_(c, reps);
+    double spent = o_.clock() - t0;
+    t.seconds += spent;
+    result_.measure_seconds += spent;
+    if (!samples) {
+      t.error = samples.error().ToString();
+    } else {
+      t.samples.insert(t.samples.end(), samples->begin(), samples->end());
+      std::vector<double> scores;
+      for (const Sample& s : t.samples) scores.push_back(s.score);
+      t.score = Summarize(scores);
+      sample_seconds_ = spent / std::max(1, reps);
+    }
+    if (o_.on_trial) o_.on_trial(t, o_.budget_s > 0 ? (o_.clock() - start_) / o_.budget_s : 0);
+    return idx;
+  }
+
+  double Elapsed() const { return o_.clock() - start_; }
+  bool OutOfBudget(int reps = 1) {
+    if (o_.exhaustive) return false;
+    bool out = Elapsed() + sample_seconds_ * (reps + 1) > o_.budget_s * (1 - o_.reserve_fraction);
+    if (out) result_.budget_exhausted = true;
+    return out;
+  }
+
+  // Re-measures the defaults once: drift from heat or neighbours shows here.
+  void Drift() {
+    if (OutOfBudget()) return;
+    Trial t;
+    t.id = static_cast<int>(result_.trials.size());
+    t.stage = "drift";
+    t.config = space_.defaults;
+    double t0 = o_.clock();
+    auto s = measure_(space_.defaults, 1);
+    t.seconds = o_.clock() - t0;
+    result_.measure_seconds += t.seconds;
+    if (s) {
+      t.samples = *s;
+      t.score = Summarize({s->front().score});
+      if (baseline_ > 0)
+        result_.max_drift = std::max(result_.max_drift, std::fabs(t.score.mean / baseline_ - 1));
+    } else {
+      t.error = s.error().ToString();
+    }
+    result_.trials.push_back(t);
+    if (o_.on_trial) o_.on_trial(result_.trials.back(), Elapsed() / std::max(1e-9, o_.budget_s));
+  }
+
+  bool Eligible(const Trial& t) const {
+    return t.error.empty() && !t.samples.empty() && t.mean(&Sample::quality) >= o_.min_quality;
+  }
+
+  // One coordinate stage: race every value of `d` applied to the incumbent.
+  int Stage(const Dimension& d, int inc) {
+    std::vector<int> alive;
+    std::set<int> seen;
+    for (const Dimension::Value& v : d.values) {
+      Config c = result_.trials[inc].config;
+      v.apply(c);
+      if (!space_.valid(c)) continue;
+      auto it = by_key_.find(c.Key());
+      int have = it == by_key_.end() ? 0 : static_cast<int>(result_.trials[it->second].samples.size());
+      if (have < o_.min_reps && OutOfBudget(o_.min_reps - have)) break;
+      int idx = Measure(c, d.name, o_.min_reps - have);
+      if (seen.insert(idx).second && Eligible(result_.trials[idx])) alive.push_back(idx);
+    }
+    if (alive.empty()) return inc;
+    for (;;) {
+      int lead = *std::max_element(alive.begin(), alive.end(), [&](int a, int b) {
+        return result_.trials[a].score.mean < result_.trials[b].score.mean;
+      });
+      const Summary& L = result_.trials[lead].score;
+      std::vector<int> keep;
+      for (int i : alive) {
+        const Summary& s = result_.trials[i].score;
+        bool clear_loser =
+            i != lead && (s.mean + s.ci95 < L.mean - L.ci95 || s.mean < (1 - o_.drop_fraction) * L.mean);
+        if (clear_loser)
+          result_.trials[i].dropped = true;
+        else
+          keep.push_back(i);
+      }
+      alive.swap(keep);
+      bool more = false;
+      if (alive.size() > 1) {
+        for (int i : alive) {
+          Trial& t = result_.trials[i];
+          if (static_cast<int>(t.samples.size()) < o_.max_reps && !OutOfBudget()) {
+            Measure(t.config, t.stage, 1);
+            more = true;
+          }
+        }
+      }
+      if (!more) {
+        Drift();
+        return lead;
+      }
+    }
+  }
+
+  int Grid(int inc) {
+    int since_drift = 0;
+    for (const Config& c : Product(space_.defaults, space_.grid)) {
+      if (!space_.valid(c)) continue;
+      int idx = Measure(c, "grid", 0);
+      Trial& t = result_.trials[idx];
+      int have = static_cast<int>(t.samples.size());
+      if (have < o_.min_reps) idx = Measure(c, "grid", o_.min_reps - have);
+      while (result_.trials[idx].error.empty() && result_.trials[idx].score.cv() > o_.cv_target &&
+             static_cast<int>(result_.trials[idx].samples.size()) < o_.max_reps) {
+        Measure(c, "grid", 1);
+      }
+      if (Eligible(result_.trials[idx]) && result_.trials[idx].score.mean > result_.trials[inc].score.mean)
+        inc = idx;
+      if (++since_drift % 10 == 0) Drift();
+    }
+    Drift();
+    return inc;
+  }
+
+  // Interleaved default/best repetitions: a paired speedup with its CI.
+  SearchResult Finish(int base, int inc) {
+    result_.default_score = result_.trials[base].score;
+    result_.best_score = result_.trials[inc].score;
+    if (inc == base) {
+      result_.speedup = Summarize({1.0});
+      return result_;
+    }
+    Trial fb, fd;
+    fb.stage = fd.stage = "final";
+    fb.config = result_.trials[inc].config;
+    fd.config = space_.defaults;
+    std::vector<double> ratios, sb, sd;
+    for (int i = 0; i < o_.final_pairs; ++i) {
+      if (i >= 2 && !o_.exhaustive && Elapsed() + 2 * sample_seconds_ > o_.budget_s) break;
+      double t0 = o_.clock();
+      auto d = measure_(fd.config, 1);
+      auto b = measure_(fb.config, 1);
+      result_.measure_seconds += o_.clock() - t0;
+      if (!d || !b || d->front().score <= 0) break;
+      sd.push_back(d->front().score);
+      sb.push_back(b->front().score);
+      fd.samples.push_back(d->front());
+      fb.samples.push_back(b->front());
+      ratios.push_back(b->front().score / d->front().score);
+    }
+    if (ratios.empty()) {
+      result_.notes.push_back("final comparison failed; keeping the defaults");
+      result_.best = space_.defaults;
+      result_.kept_defaults = true;
+      result_.speedup = Summarize({1.0});
+      return result_;
+    }
+    fd.score = Summarize(sd);
+    fb.score = Summarize(sb);
+    result_.speedup = Summarize(ratios);
+    result_.best_score = fb.score;
+    result_.default_score = fd.score;
+    for (Trial* t : {&fd, &fb}) {
+      t->id = static_cast<int>(result_.trials.size());
+      result_.trials.push_back(*t);
+    }
+    // Never hand out a profile that is slower than the defaults beyond noise.
+    if (result_.speedup.mean + result_.speedup.ci95 < 1.0 ||
+        (ratios.size() < 2 && result_.speedup.mean < 1.0)) {
+      result_.notes.push_back(
+          "the best candidate was not faster than the defaults in the final comparison; "
+          "keeping the defaults");
+      result_.best = space_.defaults;
+      result_.kept_defaults = true;
+      result_.speedup = Summarize({1.0});
+      result_.best_score = result_.default_score;
+    }
+    return result_;
+  }
+
+  const SearchSpace& space_;
+  const MeasureFn& measure_;
+  SearchOptions o_;
+  SearchResult result_;
+  std::map<std::string, int> by_key_;
+  double start_ = 0;
+  double sample_seconds_ = 0;
+  double baseline_ = 0;
+};
+
+}  // namespace
+
+size_t SearchSpace::GridSize() const {
+  std::set<std::string> keys;
+  for (const Config& c : Product(defaults, grid)) {
+    if (valid(c)) keys.insert(c.Key());
+  }
+  return keys.size();
+}
+
+SearchResult Search(const SearchSpace& space, const MeasureFn& measure, const SearchOptions& options) {
+  return Searcher(space, measure, options).Run();
+}
+
+}  // namespace hone::tune

@@ -1,0 +1,142 @@
+#include "tune/search_space.h"
+
+#include <algorithm>
+#include <set>
+
+namespace hone::tune {
+namespace {
+
+// CPUs the process may use (cgroup cpuset / affinity), or all when unknown.
+std::set<int> Allowed(const hw::MachineInfo& m) {
+  return {m.cgroup.allowed_cpus.begin(), m.cgroup.allowed_cpus.end()};
+}
+
+bool Usable(const std::set<int>& allowed, int cpu) { return allowed.empty() || allowed.count(cpu); }
+
+int PhysicalCores(const hw::MachineInfo& m) {
+  int usable = m.usable_cpus();
+  int phys = m.physical_cores > 0 ? m.physical_cores : usable;
+  return std::max(1, usable > 0 ? std::min(phys, usable) : phys);
+}
+
+}  // namespace
+
+std::vector<CpuSet> CpuSets(const hw::MachineInfo& m) {
+  std::set<int> allowed = Allowed(m);
+  CpuSet phys{"physical", {}}, smt{"smt", {}};
+  for (const hw::Core& c : m.cores) {
+    if (!c.cpus.empty() && Usable(allowed, c.cpus[0])) phys.cpus.push_back(c.cpus[0]);
+  }
+  std::vector<CpuSet> out;
+  if (phys.cpus.empty()) return out;
+  out.push_back(phys);
+  if (m.smt_per_core > 1) {
+    smt.cpus = phys.cpus;
+    for (const hw::Core& c : m.cores) {
+      for (size_t i = 1; i < c.cpus.size(); ++i) {
+        if (Usable(allowed, c.cpus[i])) smt.cpus.push_back(c.cpus[i]);
+      }
+    }
+    if (smt.cpus.size() > phys.cpus.size()) out.push_back(smt);
+  }
+  if (m.numa_nodes.size() > 1) {
+    for (const hw::NumaNode& n : m.numa_nodes) {
+      CpuSet s{"node" + std::to_string(n.id), {}};
+      for (const hw::Core& c : m.cores) {
+        if (c.numa_node == n.id && !c.cpus.empty() && Usable(allowed, c.cpus[0])) s.cpus.push_back(c.cpus[0]);
+      }
+      if (!s.cpus.empty()) out.push_back(s);
+    }
+  }
+  return out;
+}
+
+std::vector<int> ThreadCandidates(const hw::MachineInfo& m) {
+  const int phys = PhysicalCores(m);
+  std::set<int> t;
+  for (int p = 1; p < phys; p *= 2) t.insert(p);
+  t.insert(phys);
+  if (phys >= 6) t.insert(phys * 3 / 4);  // leave a core or two for the OS and the main thread
+  if (phys >= 4) t.insert(phys - 1);
+  for (const hw::NumaNode& n : m.numa_nodes) {
+    int cores = 0;
+    for (const hw::Core& c : m.cores) cores += c.numa_node == n.id;
+    if (m.numa_nodes.size() > 1 && cores > 0 && cores < phys) t.insert(cores);
+  }
+  int logical = m.usable_cpus();
+  if (m.smt_per_core > 1 && logical > phys) t.insert(logical);
+  return {t.begin(), t.end()};
+}
+
+SearchSpace BuildSearchSpace(const hw::MachineInfo& m, const SpaceRequest& r) {
+  SearchSpace s;
+  const int phys = PhysicalCores(m);
+  s.defaults = DefaultConfig(phys, r.workload == Workload::kChat ? 1 : r.concurrency);
+
+  Dimension threads{"threads", {}}, tbatch{"threads_batch", {}};
+  for (int t : ThreadCandidates(m)) {
+    threads.values.push_back({std::to_string(t), [t](Config& c) { c.threads = t; }});
+    tbatch.values.push_back({std::to_string(t), [t](Config& c) { c.threads_batch = t; }});
+  }
+  Dimension place{"placement", {{"none", [](Config& c) {
+                                   c.placement = "none";
+                                   c.cpus.clear();
+                                   c.strict_cpu = false;
+                                 }}}};
+  const size_t all = static_cast<size_t>(m.usable_cpus());
+  for (const CpuSet& set : CpuSets(m)) {
+    // Loose pinning to every usable CPU is what "none" already does.
+    if (set.cpus.size() < all) {
+      place.values.push_back({set.name, [set](Config& c) {
+                                c.placement = set.name;
+                                c.cpus = set.cpus;
+                                c.strict_cpu = false;
+                              }});
+    }
+    place.values.push_back({set.name + "+strict", [set](Config& c) {
+                              c.placement = set.name;
+                              c.cpus = set.cpus;
+                              c.strict_cpu = true;
+                            }});
+  }
+  Dimension poll{"poll", {}};
+  for (int p : {0, 50, 100}) poll.values.push_back({std::to_string(p), [p](Config& c) { c.poll = p; }});
+  // Micro-batches beyond the prompt never fill; the default 512 is always a value.
+  Dimension ubatch{"ubatch", {}};
+  for (int u : {64, 128, 256, 512, 1024}) {
+    if (u == 512 || u < r.prompt_tokens * std::max(1, r.workload == Workload::kChat ? 1 : r.concurrency)) {
+      ubatch.values.push_back({std::to_string(u), [u](Config& c) { c.n_ubatch = u; }});
+    }
+  }
+  Dimension fa{"flash_attn", {}};
+  // "auto" (the default) resolves to one of these two, so the grid tries both.
+  for (auto f : {engine::FlashAttn::kOn, engine::FlashAttn::kOff}) {
+    fa.values.push_back({engine::FlashAttnName(f), [f](Config& c) { c.flash_attn = f; }});
+  }
+  s.grid = {threads, tbatch, place, poll, ubatch, fa};
+
+  Dimension kv{"kv_type", {}};
+  for (const char* t : {"f16", "q8_0"}) kv.values.push_back({t, [t](Config& c) { c.kv_type = t; }});
+  Dimension load{"load", {}};
+  auto add_load = [&load](const std::string& label, engine::LoadMode mode, bool repack) {
+    load.values.push_back({label, [mode, repack](Config& c) {
+                             c.load_mode = mode;
+                             c.repack = repack;
+                           }});
+  };
+  add_load("mmap+repack", engine::LoadMode::kMmap, true);
+  add_load("mmap,no-repack", engine::LoadMode::kMmap, false);
+  add_load("no-mmap+repack", engine::LoadMode::kNoMmap, true);
+  if (r.mlock_allowed) add_load("mlock+repack", engine::LoadMode::kMlock, true);
+  s.extra = {kv, load};
+
+  // Strict placement runs one thread per listed CPU: more threads than CPUs cannot be placed.
+  s.valid = [](const Config& c) {
+    if (c.strict_cpu && (static_cast<size_t>(std::max(c.threads, c.threads_batch)) > c.cpus.size()))
+      return false;
+    return c.n_ubatch <= c.n_batch;
+  };
+  return s;
+}
+
+}  // namespace hone::tune
