@@ -63,9 +63,11 @@ def main():
     ap.add_argument("--n", type=int, default=128)
     ap.add_argument("--hone", default=os.path.join(ROOT, "build/hone"))
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "bench/results"))
+    ap.add_argument("--peer-bin", default=os.environ.get("HONE_PEER_BIN"),
+                    help="folder with llama-bench/llama-quantize (default: the pinned cached build)")
     a = ap.parse_args()
 
-    peer_bin = os.path.join(peer_prefix(), "bin")
+    peer_bin = a.peer_bin or os.path.join(peer_prefix(), "bin")
     machine = json.loads(subprocess.run([a.hone, "info", "--json", "--bandwidth-seconds", "0.5"], capture_output=True,
                                         text=True, check=True).stdout)
     threads = a.threads or machine["physical_cores"]
