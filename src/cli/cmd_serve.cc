@@ -1,0 +1,140 @@
+// `hone serve`: the OpenAI- and Ollama-compatible server. Settings come from
+// --config FILE (TOML), then HONE_* environment variables, then flags.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <thread>
+
+#include "cli/commands.h"
+#include "engine/gguf_file.h"
+#include "serve/config.h"
+#include "serve/http_server.h"
+#include "serve/model_pool.h"
+#include "serve/registry.h"
+#include "serve/service.h"
+
+namespace hone::cli {
+namespace {
+
+struct ServeArgs {
+  std::string config_file;
+  std::vector<std::string> models;
+  std::map<std::string, std::string> flags;  // setting name -> value given on the command line
+  std::map<std::string, CLI::Option*> options;
+};
+
+serve::HttpServer* g_server = nullptr;
+void OnSignal(int) {
+  if (g_server) g_server->Stop();
+}
+
+Result<serve::ServeConfig> BuildConfig(const ServeArgs& a) {
+  serve::ServeConfig c;
+  std::string config_file = a.config_file;
+  if (config_file.empty()) {
+    if (const char* env = std::getenv("HONE_CONFIG")) config_file = env;
+  }
+  if (!config_file.empty()) {
+    if (Status s = serve::ApplyToml(c, config_file); !s) return s.error();
+  }
+  if (Status s = serve::ApplyEnv(c, [](const char* n) { return std::getenv(n); }); !s) return s.error();
+  for (const serve::Setting& s : serve::Settings()) {
+    auto it = a.options.find(s.name);
+    if (it == a.options.end() || it->second->count() == 0) continue;
+    if (Status st = s.set(c, a.flags.at(s.name)); !st)
+      return MakeError(st.error().code, "--" + std::string(s.name) + ": " + st.error().message);
+  }
+  c.models.insert(c.models.end(), a.models.begin(), a.models.end());
+  if (c.models_dir.empty() && c.models.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "give a models folder (--models DIR) or model files (-m FILE)");
+  }
+  return c;
+}
+
+Result<serve::PoolOptions> PoolOptionsFrom(const serve::ServeConfig& c) {
+  serve::PoolOptions p;
+  serve::SchedulerOptions& s = p.scheduler;
+  s.slots = c.slots, s.ctx_per_slot = c.ctx, s.batch = c.batch, s.prefill_chunk = c.prefill_chunk;
+  s.max_queue = c.max_queue, s.threads = c.threads, s.kv_type = c.kv_type;
+  auto fa = engine::ParseFlashAttn(c.flash_attn);
+  if (!fa) return fa.error();
+  s.flash_attn = *fa;
+  auto lm = engine::ParseLoadMode(c.load_mode);
+  if (!lm) return lm.error();
+  p.load_mode = *lm;
+  auto ka = serve::ParseDuration(c.keep_alive);
+  if (!ka) return MakeError(ErrorCode::kInvalidArgument, "keep-alive: " + ka.error().message);
+  p.default_keep_alive_s = *ka;
+  if (!c.memory_limit.empty()) {
+    auto m = serve::ParseBytes(c.memory_limit);
+    if (!m) return MakeError(ErrorCode::kInvalidArgument, "memory-limit: " + m.error().message);
+    p.memory_limit_bytes = *m;
+  }
+  p.pinned = c.pinned;
+  return p;
+}
+
+int Serve(const ServeArgs& a) {
+  auto config = BuildConfig(a);
+  if (!config) return Fail(config.error().ToString(), 2);
+  const serve::ServeConfig& c = *config;
+  auto pool_opts = PoolOptionsFrom(c);
+  if (!pool_opts) return Fail(pool_opts.error().ToString(), 2);
+  auto max_body = serve::ParseBytes(c.max_body);
+  if (!max_body) return Fail("max-body: " + max_body.error().message, 2);
+  auto keys = serve::LoadApiKeys(c);
+  if (!keys) return Fail(keys.error().ToString(), 2);
+  auto registry = serve::Registry::Build(c.models_dir, c.models, c.aliases);
+  if (!registry) return Fail(registry.error().ToString(), 2);
+  for (const auto& p : c.pinned) {
+    if (!registry->Resolve(p)) return Fail("pin: model '" + p + "' is not in the registry", 2);
+  }
+
+  serve::Metrics metrics;
+  serve::ModelPool pool(*registry, *pool_opts, &metrics);
+  serve::Service service(pool, metrics, c.request_timeout, c.threads);
+  serve::HttpServer server(c, *keys, *max_body, service);
+  auto port = server.Bind();
+  if (!port) return Fail(port.error().ToString());
+  // Ready when at least one registry model has a readable GGUF header.
+  int usable = 0;
+  for (const auto& e : registry->entries()) {
+    if (auto g = engine::ReadGguf(e.path))
+      ++usable;
+    else
+      std::fprintf(stderr, "hone serve: warning: %s: %s\n", e.name.c_str(), g.error().ToString().c_str());
+  }
+  server.SetReady(usable > 0);
+  std::fprintf(stderr, "hone serve: %zu model(s), %d slots x %d ctx; auth %s; listening on http://%s:%d\n",
+               registry->entries().size(), c.slots, c.ctx, keys->empty() ? "off" : "on", c.host.c_str(),
+               *port);
+  std::fflush(stderr);
+  g_server = &server;
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGPIPE, SIG_IGN);
+  server.Run();
+  g_server = nullptr;
+  std::fprintf(stderr, "hone serve: stopped\n");
+  return 0;
+}
+
+Runner AddServeCommand(CLI::App& app) {
+  auto a = std::make_shared<ServeArgs>();
+  CLI::App* cmd =
+      app.add_subcommand("serve", "OpenAI- and Ollama-compatible server with continuous batching");
+  cmd->add_option("--config", a->config_file, "TOML config file (settings as keys, [aliases], pin = [...])");
+  cmd->add_option("-m,--model", a->models, "Model file to serve (repeatable; name = file stem)");
+  for (const serve::Setting& s : serve::Settings()) {
+    std::string help = std::string(s.help) + " [env " + serve::EnvName(s.name) + "]";
+    a->options[s.name] = cmd->add_option("--" + std::string(s.name), a->flags[s.name], help);
+  }
+  return [a]() { return Serve(*a); };
+}
+
+const CommandRegistrar kRegistrar(90, &AddServeCommand);
+
+}  // namespace
+}  // namespace hone::cli

@@ -1,0 +1,198 @@
+#include "serve/config.h"
+
+#include <toml++/toml.h>
+
+#include <cctype>
+#include <fstream>
+#include <sstream>
+
+namespace hone::serve {
+namespace {
+
+Status Int(const std::string& name, const std::string& v, int* out, int min) {
+  try {
+    size_t used = 0;
+    long long n = std::stoll(v, &used);
+    if (used == v.size() && n >= min && n <= 1 << 30) {
+      *out = static_cast<int>(n);
+      return Status::Ok();
+    }
+  } catch (...) {
+  }
+  return MakeError(ErrorCode::kInvalidArgument,
+                   name + ": '" + v + "' is not an integer >= " + std::to_string(min));
+}
+
+Status Bool(const std::string& name, const std::string& v, bool* out) {
+  if (v == "1" || v == "true" || v == "yes" || v == "on") return *out = true, Status::Ok();
+  if (v == "0" || v == "false" || v == "no" || v == "off") return *out = false, Status::Ok();
+  return MakeError(ErrorCode::kInvalidArgument, name + ": '" + v + "' is not true or false");
+}
+
+std::vector<std::string> SplitComma(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+}  // namespace
+
+const std::vector<Setting>& Settings() {
+  static const std::vector<Setting> kSettings = {
+      {"models", "Folder of .gguf models to serve (name = file stem)",
+       [](ServeConfig& c, const std::string& v) { return c.models_dir = v, Status::Ok(); }},
+      {"host", "Address to bind",
+       [](ServeConfig& c, const std::string& v) { return c.host = v, Status::Ok(); }},
+      {"port", "Port (0 = any free port)",
+       [](ServeConfig& c, const std::string& v) { return Int("port", v, &c.port, 0); }},
+      {"slots", "Parallel sequences per model",
+       [](ServeConfig& c, const std::string& v) { return Int("slots", v, &c.slots, 1); }},
+      {"ctx", "Context (tokens) per slot",
+       [](ServeConfig& c, const std::string& v) { return Int("ctx", v, &c.ctx, 16); }},
+      {"batch", "Most tokens per decode step",
+       [](ServeConfig& c, const std::string& v) { return Int("batch", v, &c.batch, 1); }},
+      {"prefill-chunk", "Most prompt tokens per step while other streams run",
+       [](ServeConfig& c, const std::string& v) { return Int("prefill-chunk", v, &c.prefill_chunk, 1); }},
+      {"max-queue", "Waiting requests per model before 429/503",
+       [](ServeConfig& c, const std::string& v) { return Int("max-queue", v, &c.max_queue, 0); }},
+      {"threads", "Threads (0 = physical cores)",
+       [](ServeConfig& c, const std::string& v) { return Int("threads", v, &c.threads, 0); }},
+      {"flash-attn", "auto, on or off",
+       [](ServeConfig& c, const std::string& v) { return c.flash_attn = v, Status::Ok(); }},
+      {"kv-type", "KV cache type (f16, q8_0, ...)",
+       [](ServeConfig& c, const std::string& v) { return c.kv_type = v, Status::Ok(); }},
+      {"load-mode", "mmap, no-mmap, mlock",
+       [](ServeConfig& c, const std::string& v) { return c.load_mode = v, Status::Ok(); }},
+      {"keep-alive", "Idle time before a model unloads (5m, 30s, 0, -1 = forever)",
+       [](ServeConfig& c, const std::string& v) { return c.keep_alive = v, Status::Ok(); }},
+      {"memory-limit", "Memory models may use (e.g. 8G; default: free memory, cgroup aware)",
+       [](ServeConfig& c, const std::string& v) { return c.memory_limit = v, Status::Ok(); }},
+      {"request-timeout", "Seconds a request may run",
+       [](ServeConfig& c, const std::string& v) {
+         int s = 0;
+         Status st = Int("request-timeout", v, &s, 1);
+         if (st) c.request_timeout = s;
+         return st;
+       }},
+      {"max-body", "Largest request body (e.g. 8M)",
+       [](ServeConfig& c, const std::string& v) { return c.max_body = v, Status::Ok(); }},
+      {"api-key-file", "File of API keys, one per line (Bearer auth)",
+       [](ServeConfig& c, const std::string& v) { return c.api_key_file = v, Status::Ok(); }},
+      {"api-keys", "Comma-separated API keys (prefer the file or HONE_API_KEYS)",
+       [](ServeConfig& c, const std::string& v) { return c.api_keys = v, Status::Ok(); }},
+      {"cors-origin", "Allowed CORS origin (default: CORS off)",
+       [](ServeConfig& c, const std::string& v) { return c.cors_origin = v, Status::Ok(); }},
+      {"pin", "Comma-separated models never evicted",
+       [](ServeConfig& c, const std::string& v) { return c.pinned = SplitComma(v), Status::Ok(); }},
+      {"quiet", "No per-request log lines",
+       [](ServeConfig& c, const std::string& v) { return Bool("quiet", v, &c.quiet); }},
+  };
+  return kSettings;
+}
+
+std::string EnvName(const char* setting) {
+  std::string s = "HONE_";
+  for (const char* p = setting; *p; ++p) s += *p == '-' ? '_' : static_cast<char>(std::toupper(*p));
+  return s;
+}
+
+Status ApplyEnv(ServeConfig& c, const std::function<const char*(const char*)>& getenv) {
+  for (const Setting& s : Settings()) {
+    const char* v = getenv(EnvName(s.name).c_str());
+    if (!v || !*v) continue;
+    if (Status st = s.set(c, v); !st)
+      return MakeError(st.error().code, EnvName(s.name) + ": " + st.error().message);
+  }
+  return Status::Ok();
+}
+
+Status ApplyToml(ServeConfig& c, const std::string& path) {
+  toml::table t;
+  try {
+    // Debian's toml++ is built with exceptions: parse errors arrive as one.
+    t = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream why;
+    why << e.description() << " (line " << e.source().begin.line << ")";
+    return MakeError(ErrorCode::kInvalidArgument, "config " + path + ": " + why.str());
+  }
+  for (const Setting& s : Settings()) {
+    std::string key = s.name;
+    for (char& ch : key) ch = ch == '-' ? '_' : ch;
+    const toml::node* n = t.get(key);
+    if (!n) continue;
+    std::string v;
+    if (auto str = n->value<std::string>())
+      v = *str;
+    else if (auto i = n->value<int64_t>())
+      v = std::to_string(*i);
+    else if (auto b = n->value<bool>())
+      v = *b ? "true" : "false";
+    else if (auto d = n->value<double>())
+      v = std::to_string(static_cast<long long>(*d));
+    else if (auto arr = n->as_array()) {
+      for (const auto& e : *arr) {
+        if (auto es = e.value<std::string>()) v += (v.empty() ? "" : ",") + *es;
+      }
+    } else {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "config " + path + ": '" + key + "' has an unsupported type");
+    }
+    if (Status st = s.set(c, v); !st)
+      return MakeError(st.error().code, "config " + path + ": " + st.error().message);
+  }
+  if (const toml::array* m = t["model"].as_array()) {
+    for (const auto& e : *m) {
+      if (auto s = e.value<std::string>()) c.models.push_back(*s);
+    }
+  }
+  if (const toml::table* a = t["aliases"].as_table()) {
+    for (const auto& [k, v] : *a) {
+      auto target = v.value<std::string>();
+      if (!target)
+        return MakeError(ErrorCode::kInvalidArgument, "config " + path + ": aliases must map to model names");
+      c.aliases[std::string(k.str())] = *target;
+    }
+  }
+  return Status::Ok();
+}
+
+Result<uint64_t> ParseBytes(const std::string& text) {
+  if (text.empty()) return MakeError(ErrorCode::kInvalidArgument, "empty size");
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (...) {
+    return MakeError(ErrorCode::kInvalidArgument, "'" + text + "' is not a size (e.g. 8G, 512M)");
+  }
+  std::string unit = text.substr(used);
+  double mul = unit.empty() || unit == "B"    ? 1
+               : unit == "K" || unit == "KiB" ? 1024.0
+               : unit == "M" || unit == "MiB" ? 1048576.0
+               : unit == "G" || unit == "GiB" ? 1073741824.0
+                                              : -1;
+  if (mul < 0 || v < 0)
+    return MakeError(ErrorCode::kInvalidArgument, "'" + text + "' is not a size (e.g. 8G, 512M)");
+  return static_cast<uint64_t>(v * mul);
+}
+
+Result<std::vector<std::string>> LoadApiKeys(const ServeConfig& c) {
+  std::vector<std::string> keys = SplitComma(c.api_keys);
+  if (!c.api_key_file.empty()) {
+    std::ifstream f(c.api_key_file);
+    if (!f) return MakeError(ErrorCode::kNotFound, "cannot read the API key file " + c.api_key_file);
+    for (std::string line; std::getline(f, line);) {
+      while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+      if (!line.empty() && line[0] != '#') keys.push_back(line);
+    }
+    if (keys.empty())
+      return MakeError(ErrorCode::kInvalidArgument, "the API key file " + c.api_key_file + " has no keys");
+  }
+  return keys;
+}
+
+}  // namespace hone::serve

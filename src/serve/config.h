@@ -1,0 +1,60 @@
+// `hone serve` settings. Each one can come from the TOML config file, an
+// environment variable (HONE_<NAME>), or a flag (--<name>), later sources
+// winning in that order. The table in config.cc lists them once for all three.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "util/result.h"
+
+namespace hone::serve {
+
+struct ServeConfig {
+  std::string models_dir;
+  std::vector<std::string> models;  // -m FILE (repeatable)
+  std::string host = "127.0.0.1";
+  int port = 8080;          // 0: any free port (printed at start)
+  int slots = 4;            // parallel sequences per model
+  int ctx = 4096;           // context per slot
+  int batch = 512;          // most tokens per decode step
+  int prefill_chunk = 256;  // most prompt tokens per step while others stream
+  int max_queue = 64;       // waiting requests per model before 429
+  int threads = 0;          // 0 = physical cores
+  std::string flash_attn = "auto";
+  std::string kv_type = "f16";
+  std::string load_mode = "mmap";
+  std::string keep_alive = "5m";  // default idle time before unload; -1 = forever
+  std::string memory_limit;       // e.g. "8G"; empty = free memory (cgroup aware)
+  double request_timeout = 600;   // seconds
+  std::string max_body = "8M";
+  std::string api_key_file;                    // one key per line
+  std::string api_keys;                        // comma-separated (HONE_API_KEYS); prefer the file
+  std::string cors_origin;                     // empty = CORS off
+  std::map<std::string, std::string> aliases;  // TOML [aliases] only
+  std::vector<std::string> pinned;             // model names never evicted
+  bool quiet = false;                          // no per-request log lines
+};
+
+struct Setting {
+  const char* name;  // flag --name, env HONE_NAME (upper case, '-' -> '_'), TOML key name ('-' -> '_')
+  const char* help;
+  std::function<Status(ServeConfig&, const std::string&)> set;
+};
+const std::vector<Setting>& Settings();
+
+// TOML file: the settings as top-level keys, plus [aliases] and pinned = [...].
+Status ApplyToml(ServeConfig& c, const std::string& path);
+// HONE_* variables from `getenv`.
+Status ApplyEnv(ServeConfig& c, const std::function<const char*(const char*)>& getenv);
+std::string EnvName(const char* setting);
+
+// "8G", "512M", "1024" (bytes) -> bytes.
+Result<uint64_t> ParseBytes(const std::string& text);
+// Keys from api_key_file and api_keys; empty = no authentication.
+Result<std::vector<std::string>> LoadApiKeys(const ServeConfig& c);
+
+}  // namespace hone::serve

@@ -1,0 +1,185 @@
+#include "serve/http_server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "serve/admin_api.h"
+#include "serve/api_common.h"
+#include "serve/ollama_api.h"
+#include "serve/openai_api.h"
+
+namespace hone::serve {
+namespace {
+
+// httplib runs routing, the (streamed) response and the logger for one request
+// on one worker thread, so per-request state can live in thread-locals.
+thread_local std::string t_request_id;
+thread_local Clock::time_point t_start;
+thread_local RequestLog t_log;
+
+ApiFlavor FlavorOf(const std::string& path) {
+  return path.rfind("/api/", 0) == 0 ? ApiFlavor::kOllama : ApiFlavor::kOpenAI;
+}
+
+void Apply(HttpResponse out, httplib::Response& res) {
+  res.status = out.status;
+  for (const auto& [k, v] : out.headers) res.set_header(k, v);
+  res.set_header("X-Request-Id", t_request_id);
+  t_log = out.log;
+  if (!out.stream) {
+    res.set_content(out.body, out.content_type);
+    return;
+  }
+  auto stream = std::move(out.stream);
+  res.set_chunked_content_provider(out.content_type, [stream](size_t, httplib::DataSink& sink) {
+    ChunkWriter write = [&sink](const std::string& chunk) {
+      if (chunk.empty()) return sink.is_writable();
+      return sink.write(chunk.data(), chunk.size());
+    };
+    stream(write, &t_log);
+    sink.done();
+    return true;
+  });
+}
+
+bool SameKey(const std::string& a, const std::string& b) {
+  // Constant time in the key's length: no early exit on the first mismatch.
+  unsigned char diff = a.size() != b.size();
+  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ (i < b.size() ? b[i] : 0);
+  return diff == 0;
+}
+
+}  // namespace
+
+HttpServer::HttpServer(const ServeConfig& config, std::vector<std::string> api_keys, uint64_t max_body,
+                       Service& service)
+    : config_(config),
+      api_keys_(std::move(api_keys)),
+      max_body_(max_body),
+      svc_(service),
+      http_(std::make_unique<httplib::Server>()) {
+  // Every streaming client holds a worker thread; leave room beyond the slots.
+  const int workers = std::max(32, config_.slots * 4 + config_.max_queue / 2);
+  http_->new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
+  http_->set_payload_max_length(max_body_);
+  http_->set_read_timeout(60, 0);
+  http_->set_write_timeout(60, 0);
+  Routes();
+}
+
+HttpServer::~HttpServer() = default;
+
+bool HttpServer::Authorized(const std::string& header) const {
+  if (api_keys_.empty()) return true;
+  const std::string prefix = "Bearer ";
+  if (header.compare(0, prefix.size(), prefix) != 0) return false;
+  std::string key = header.substr(prefix.size());
+  bool ok = false;
+  for (const auto& k : api_keys_) ok |= SameKey(key, k);
+  return ok;
+}
+
+void HttpServer::Routes() {
+  httplib::Server& s = *http_;
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    t_request_id = NewId("req");
+    t_start = Clock::now();
+    t_log = RequestLog();
+    if (!config_.cors_origin.empty()) {
+      res.set_header("Access-Control-Allow-Origin", config_.cors_origin);
+      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+      if (req.method == "OPTIONS") {
+        res.status = 204;
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
+    if (req.path == "/health" || Authorized(req.get_header_value("Authorization"))) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    ApiError e{401, "invalid or missing API key (send Authorization: Bearer <key>)", "invalid_request_error",
+               "invalid_api_key"};
+    Apply(ErrorResponse(e, FlavorOf(req.path)), res);
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // Errors httplib produces itself (413 body too large, 404 no route, ...) get our envelope.
+  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    std::string message = res.status == 413   ? "the request body is larger than the server accepts"
+                          : res.status == 404 ? "no such endpoint: " + req.method + " " + req.path
+                                              : "HTTP " + std::to_string(res.status);
+    ApiError e{res.status, message, "invalid_request_error", res.status == 413 ? "payload_too_large" : ""};
+    int status = res.status;
+    Apply(ErrorResponse(e, FlavorOf(req.path)), res);
+    res.status = status;
+  });
+  s.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
+    Apply(ErrorResponse(ApiError{500, "internal error", "server_error", ""}, FlavorOf(req.path)), res);
+  });
+  s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    if (config_.quiet) return;
+    nlohmann::json j = {{"id", t_request_id},
+                        {"method", req.method},
+                        {"path", req.path},
+                        {"status", res.status},
+                        {"ms", std::chrono::duration<double, std::milli>(Clock::now() - t_start).count()}};
+    if (!t_log.model.empty()) j["model"] = t_log.model;
+    if (t_log.prompt_tokens) j["prompt_tokens"] = t_log.prompt_tokens;
+    if (t_log.completion_tokens) j["completion_tokens"] = t_log.completion_tokens;
+    if (t_log.ttft_ms >= 0) j["ttft_ms"] = t_log.ttft_ms;
+    if (t_log.queue_ms >= 0) j["queue_ms"] = t_log.queue_ms;
+    if (!t_log.finish.empty()) j["finish"] = t_log.finish;
+    if (!t_log.error.empty()) j["error"] = t_log.error;
+    std::fprintf(stderr, "%s\n", Dump(j).c_str());
+  });
+
+  using Fn = std::function<HttpResponse(const HttpRequest&)>;
+  auto route = [](Fn fn) {
+    return [fn](const httplib::Request& req, httplib::Response& res) {
+      Apply(fn(HttpRequest{req.method, req.path, req.body, t_request_id}), res);
+    };
+  };
+  Service& svc = svc_;
+  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    bool ok = ready_.load();
+    res.status = ok ? 200 : 503;
+    res.set_content(ok ? R"({"status":"ok"})" : R"({"status":"starting"})", "application/json");
+  });
+  s.Get("/metrics", [&svc](const httplib::Request&, httplib::Response& res) {
+    res.set_content(svc.metrics().Render(), "text/plain; version=0.0.4");
+  });
+  s.Get("/v1/models", route([&svc](const HttpRequest&) { return openai::Models(svc); }));
+  s.Post("/v1/chat/completions",
+         route([&svc](const HttpRequest& r) { return openai::ChatCompletions(svc, r); }));
+  s.Post("/v1/completions", route([&svc](const HttpRequest& r) { return openai::Completions(svc, r); }));
+  s.Post("/v1/embeddings", route([&svc](const HttpRequest& r) { return openai::Embeddings(svc, r); }));
+  s.Get("/api/tags", route([&svc](const HttpRequest&) { return ollama::Tags(svc); }));
+  s.Get("/api/ps", route([&svc](const HttpRequest&) { return ollama::Ps(svc); }));
+  s.Get("/api/version", route([](const HttpRequest&) { return ollama::Version(); }));
+  s.Post("/api/show", route([&svc](const HttpRequest& r) { return ollama::Show(svc, r); }));
+  s.Post("/api/generate", route([&svc](const HttpRequest& r) { return ollama::Generate(svc, r); }));
+  s.Post("/api/chat", route([&svc](const HttpRequest& r) { return ollama::Chat(svc, r); }));
+  s.Post("/api/embed", route([&svc](const HttpRequest& r) { return ollama::Embed(svc, r); }));
+  s.Post("/api/embeddings", route([&svc](const HttpRequest& r) { return ollama::LegacyEmbeddings(svc, r); }));
+  // hone's residency controls: {"model": NAME, "pin": bool?, "keep_alive": ...}.
+  s.Post("/hone/load", route([&svc](const HttpRequest& r) { return HoneLoad(svc, r); }));
+  s.Post("/hone/unload", route([&svc](const HttpRequest& r) { return HoneUnload(svc, r); }));
+}
+
+Result<int> HttpServer::Bind() {
+  int port = config_.port == 0 ? http_->bind_to_any_port(config_.host) : config_.port;
+  if (config_.port != 0 && !http_->bind_to_port(config_.host, config_.port)) port = -1;
+  if (port <= 0) {
+    return MakeError(ErrorCode::kIo, "cannot listen on " + config_.host + ":" + std::to_string(config_.port) +
+                                         " (in use, or not an address of this machine)");
+  }
+  return port;
+}
+
+void HttpServer::Run() { http_->listen_after_bind(); }
+void HttpServer::Stop() { http_->stop(); }
+
+}  // namespace hone::serve

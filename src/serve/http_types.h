@@ -1,0 +1,43 @@
+// The server's own view of HTTP, so that only http_server.cc sees cpp-httplib:
+// API handlers take an HttpRequest and return an HttpResponse, whose body is
+// either a string or a stream function that writes chunks until done.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+
+namespace hone::serve {
+
+struct HttpRequest {
+  std::string method;
+  std::string path;
+  std::string body;
+  std::string id;  // request id, echoed as X-Request-Id and logged
+};
+
+// Writes one chunk; returns false once the client has gone away.
+using ChunkWriter = std::function<bool(const std::string& chunk)>;
+
+// What the per-request log line reports beyond method, path and status.
+struct RequestLog {
+  std::string model;
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+  double ttft_ms = -1;
+  double queue_ms = -1;
+  std::string finish;
+  std::string error;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::map<std::string, std::string> headers;
+  // When set, the body is streamed: called once, writes chunks, returns when done.
+  std::function<void(const ChunkWriter&, RequestLog*)> stream;
+  RequestLog log;
+};
+
+}  // namespace hone::serve

@@ -1,0 +1,85 @@
+// One generation request as the scheduler sees it, and the channel its tokens
+// flow back through. The HTTP thread that owns the client waits on the channel;
+// the model's scheduler thread fills it. Either side may end the job early:
+// the client by Cancel() (disconnect), the scheduler by finishing.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "engine/tokenizer.h"
+
+namespace hone::serve {
+
+using Clock = std::chrono::steady_clock;
+
+// Why a job ended; names follow OpenAI's finish_reason where one exists.
+enum class Finish { kNone, kStop, kLength, kCancelled, kTimeout, kError };
+const char* FinishName(Finish f);  // "stop", "length", "cancelled", "timeout", "error"
+
+struct JobTimings {
+  Clock::time_point enqueued;
+  Clock::time_point started;      // a slot took it
+  Clock::time_point first_token;  // first token sampled
+  Clock::time_point finished;
+  double queue_seconds() const;
+  double prompt_seconds() const;  // slot start -> first token (prefill)
+  double gen_seconds() const;     // first token -> finish
+  double total_seconds() const;   // enqueue -> finish
+};
+
+struct JobResult {
+  Finish finish = Finish::kNone;
+  std::string error;  // with Finish::kError
+  int prompt_tokens = 0;
+  int cached_tokens = 0;  // prompt tokens reused from the prefix cache
+  int completion_tokens = 0;
+  JobTimings timings;
+};
+
+class Job {
+ public:
+  Job(std::vector<engine::Token> prompt, int max_tokens, engine::SamplingOptions sampling,
+      std::vector<std::string> stops, Clock::time_point deadline);
+
+  // --- set at creation, read by the scheduler ---
+  const std::vector<engine::Token> prompt;
+  const int max_tokens;  // < 0: until end of generation or the slot's context is full
+  const engine::SamplingOptions sampling;
+  const std::vector<std::string> stops;
+  const Clock::time_point deadline;
+  const Clock::time_point created = Clock::now();
+
+  // Client side: ask the scheduler to stop this job at its next step.
+  void Cancel() { cancelled_.store(true); }
+  bool cancelled() const { return cancelled_.load(); }
+
+  // Client side: waits up to `wait` for text. Returns the text produced since
+  // the last call (valid UTF-8, possibly empty) and sets *done once the job has
+  // finished and everything was handed out.
+  std::string Take(std::chrono::milliseconds wait, bool* done);
+  // Blocks until the job ends; returns all remaining text.
+  std::string WaitAll();
+  JobResult result() const;
+
+  // Scheduler side.
+  void Emit(const std::string& text);
+  void Finish(const JobResult& result);
+
+ private:
+  std::atomic<bool> cancelled_{false};
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::string pending_;
+  bool finished_ = false;
+  JobResult result_;
+};
+
+}  // namespace hone::serve

@@ -1,0 +1,311 @@
+#include "serve/model_pool.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/gguf_file.h"
+#include "engine/memory_estimate.h"
+#include "hw/probe.h"
+
+namespace hone::serve {
+namespace {
+
+double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::optional<Clock::time_point> ExpiryFor(double keep_alive_s) {
+  if (keep_alive_s < 0) return std::nullopt;
+  return Clock::now() + std::chrono::microseconds(static_cast<int64_t>(keep_alive_s * 1e6));
+}
+
+}  // namespace
+
+Result<double> ParseDuration(const std::string& text) {
+  if (text.empty()) return MakeError(ErrorCode::kInvalidArgument, "empty duration");
+  size_t i = 0;
+  double total = 0;
+  bool neg = false, any = false;
+  if (text[0] == '-') neg = true, i = 1;
+  while (i < text.size()) {
+    size_t j = i;
+    while (j < text.size() && (std::isdigit(static_cast<unsigned char>(text[j])) || text[j] == '.')) ++j;
+    if (j == i)
+      return MakeError(ErrorCode::kInvalidArgument, "bad duration '" + text + "' (use e.g. 5m, 30s, -1)");
+    double v = std::stod(text.substr(i, j - i));
+    size_t k = j;
+    while (k < text.size() && std::isalpha(static_cast<unsigned char>(text[k]))) ++k;
+    std::string unit = text.substr(j, k - j);
+    double mul = unit == "" || unit == "s" ? 1
+                 : unit == "ms"            ? 1e-3
+                 : unit == "m"             ? 60
+                 : unit == "h"             ? 3600
+                                           : -1;
+    if (mul < 0)
+      return MakeError(ErrorCode::kInvalidArgument, "bad duration unit '" + unit + "' in '" + text + "'");
+    total += v * mul;
+    any = true;
+    i = k;
+  }
+  if (!any) return MakeError(ErrorCode::kInvalidArgument, "bad duration '" + text + "'");
+  return neg ? -total : total;
+}
+
+Result<engine::EmbedResult> LoadedModel::Embed(const std::vector<std::string>& texts, int threads) {
+  std::lock_guard<std::mutex> lock(embed_mu_);
+  if (!embed_session_) {
+    engine::SessionOptions so;
+    so.embeddings = true;
+    so.pooling = engine::Pooling::kMean;  // decoder models have no pooling of their own
+    so.n_ctx = 512;
+    so.n_batch = so.n_ubatch = 512;
+    so.threads = threads;
+    auto s = engine::Session::Create(model, so);
+    if (!s) return s.error();
+    embed_session_ = std::move(*s);
+  }
+  return engine::Embed(*embed_session_, texts);
+}
+
+Lease::Lease(ModelPool* pool, std::shared_ptr<LoadedModel> m, std::optional<double> keep_alive_s)
+    : pool_(pool), model_(std::move(m)), keep_alive_s_(keep_alive_s) {}
+
+Lease::~Lease() { pool_->Release(model_.get(), keep_alive_s_); }
+
+ModelPool::ModelPool(const Registry& registry, PoolOptions options, Metrics* metrics)
+    : registry_(registry), opt_(std::move(options)), metrics_(metrics) {
+  for (const auto& e : registry_.entries()) entries_[e.name] = std::make_unique<Entry>();
+  reaper_ = std::thread([this] { Reaper(); });
+}
+
+ModelPool::~ModelPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  reaper_.join();
+  std::vector<std::shared_ptr<LoadedModel>> all;
+  for (auto& [name, e] : entries_) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (e->loaded) all.push_back(std::move(e->loaded));
+  }
+  Drop(std::move(all));
+}
+
+uint64_t ModelPool::EstimateBytes(const RegistryEntry& e) const {
+  auto gguf = engine::ReadGguf(e.path);
+  if (!gguf) return e.file_bytes;
+  const SchedulerOptions& s = opt_.scheduler;
+  engine::MemoryRequest req;
+  req.n_ctx = static_cast<uint32_t>((s.ctx_per_slot + 255) / 256 * 256 * s.slots);
+  req.n_ubatch = static_cast<uint32_t>(s.batch);
+  req.n_seq = static_cast<uint32_t>(s.slots);
+  req.kv_type = s.kv_type;
+  req.flash_attn = s.flash_attn == engine::FlashAttn::kOn;
+  auto est = engine::EstimateMemory(*gguf, req);
+  return est ? est->total() : e.file_bytes;
+}
+
+// Makes room for `need` bytes: evicts idle, unpinned models, least recently used first.
+Status ModelPool::Admit(const RegistryEntry& e, uint64_t need) {
+  std::vector<std::shared_ptr<LoadedModel>> victims;
+  Status status;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto free_bytes = [&]() -> uint64_t {
+      uint64_t resident = 0;
+      for (auto& [n, en] : entries_) {
+        if (en->loaded) resident += en->loaded->estimate_bytes;
+      }
+      if (opt_.memory_limit_bytes)
+        return opt_.memory_limit_bytes > resident ? opt_.memory_limit_bytes - resident : 0;
+      // MemAvailable counts mmap'd weights as reclaimable page cache, so count
+      // resident models as used ourselves (a slight overcount for KV, on the safe side).
+      hw::ProbeOptions po;
+      po.measure_bandwidth = false;
+      auto m = hw::Probe(po);
+      uint64_t avail = m ? m->usable_memory_bytes() : 0;
+      return avail > resident ? avail - resident : 0;
+    };
+    uint64_t have = free_bytes();
+    while (have < need) {
+      LoadedModel* lru = nullptr;
+      std::string lru_name;
+      for (auto& [n, en] : entries_) {
+        auto& m = en->loaded;
+        if (!m || m->pinned || m->in_use_ > 0) continue;
+        if (!lru || m->last_used_ < lru->last_used_) lru = m.get(), lru_name = n;
+      }
+      if (!lru) break;
+      victims.push_back(std::move(entries_[lru_name]->loaded));
+      have = free_bytes();
+    }
+    if (have < need) {
+      status =
+          MakeError(ErrorCode::kOutOfMemory,
+                    "model '" + e.name + "' needs about " + std::to_string(need >> 20) + " MiB but only " +
+                        std::to_string(have >> 20) + " MiB is free after evicting idle models");
+    }
+  }
+  Drop(std::move(victims));
+  return status;
+}
+
+Result<std::shared_ptr<LoadedModel>> ModelPool::Load(const RegistryEntry& e) {
+  uint64_t need = EstimateBytes(e);
+  if (Status s = Admit(e, need); !s) {
+    metrics_->Add(metric::kLoadFailures, e.name);
+    return s.error();
+  }
+  auto t0 = Clock::now();
+  engine::LoadOptions lo;
+  lo.mode = opt_.load_mode;
+  auto model = engine::Model::Load(e.path, lo);
+  if (!model) {
+    metrics_->Add(metric::kLoadFailures, e.name);
+    return model.error();
+  }
+  SchedulerOptions so = opt_.scheduler;
+  auto sched = Scheduler::Create(*model, so, metrics_, e.name);
+  if (!sched) {
+    metrics_->Add(metric::kLoadFailures, e.name);
+    return sched.error();
+  }
+  auto m = std::make_shared<LoadedModel>();
+  m->name = e.name;
+  m->model = std::move(*model);
+  m->scheduler = std::move(*sched);
+  m->estimate_bytes = need;
+  m->load_seconds = SecondsSince(t0);
+  m->pinned = std::find(opt_.pinned.begin(), opt_.pinned.end(), e.name) != opt_.pinned.end();
+  m->loaded_at = m->last_used_ = Clock::now();
+  m->expires_ = ExpiryFor(opt_.default_keep_alive_s);
+  metrics_->Add(metric::kLoads, e.name);
+  metrics_->Observe(metric::kLoadSeconds, e.name, m->load_seconds);
+  return m;
+}
+
+Result<std::unique_ptr<Lease>> ModelPool::Acquire(const std::string& name,
+                                                  std::optional<double> keep_alive_s) {
+  auto entry = registry_.Resolve(name);
+  if (!entry) return entry.error();
+  Entry& slot = *entries_.at((*entry)->name);
+  std::lock_guard<std::mutex> load_lock(slot.load_mu);
+  bool loaded_now = false;
+  std::shared_ptr<LoadedModel> m;
+  {
+    // Lease under the lock so the reaper cannot unload it between lookup and use.
+    std::lock_guard<std::mutex> lock(mu_);
+    m = slot.loaded;
+    if (m) ++m->in_use_, m->last_used_ = Clock::now();
+  }
+  if (!m) {
+    auto r = Load(**entry);
+    if (!r) return r.error();
+    m = *r;
+    loaded_now = true;
+    std::lock_guard<std::mutex> lock(mu_);
+    slot.loaded = m;
+    ++m->in_use_;
+  }
+  auto lease = std::make_unique<Lease>(this, m, keep_alive_s);
+  lease->just_loaded = loaded_now;
+  return lease;
+}
+
+void ModelPool::Release(LoadedModel* m, std::optional<double> keep_alive_s) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --m->in_use_;
+    m->last_used_ = Clock::now();
+    m->expires_ = ExpiryFor(keep_alive_s.value_or(opt_.default_keep_alive_s));
+  }
+  cv_.notify_all();  // keep_alive 0: the reaper unloads it now
+}
+
+Status ModelPool::Unload(const std::string& name) {
+  auto entry = registry_.Resolve(name);
+  if (!entry) return entry.error();
+  std::shared_ptr<LoadedModel> victim;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& m = entries_.at((*entry)->name)->loaded;
+    if (!m) return MakeError(ErrorCode::kNotFound, "model '" + name + "' is not loaded");
+    if (m->in_use_ > 0) {
+      // Busy: unload as soon as the last request ends.
+      m->expires_ = Clock::now();
+      m->pinned = false;
+      return MakeError(ErrorCode::kUnsupported,
+                       "model '" + name + "' is serving requests; it unloads when they end");
+    }
+    victim = std::move(m);
+  }
+  Drop({victim});
+  return Status::Ok();
+}
+
+Status ModelPool::SetPinned(const std::string& name, bool pinned) {
+  auto entry = registry_.Resolve(name);
+  if (!entry) return entry.error();
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& m = entries_.at((*entry)->name)->loaded;
+  if (!m) return MakeError(ErrorCode::kNotFound, "model '" + name + "' is not loaded");
+  m->pinned = pinned;
+  return Status::Ok();
+}
+
+std::vector<ResidentInfo> ModelPool::Resident() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<ResidentInfo> out;
+  for (const auto& [name, e] : entries_) {
+    if (!e->loaded) continue;
+    const LoadedModel& m = *e->loaded;
+    ResidentInfo r{name,
+                   m.model->info().path,
+                   m.estimate_bytes,
+                   m.pinned,
+                   m.in_use_,
+                   std::nullopt,
+                   m.scheduler->ctx_per_slot(),
+                   m.scheduler->options().slots};
+    if (m.expires_ && !m.pinned)
+      r.expires_in_s = std::chrono::duration<double>(*m.expires_ - Clock::now()).count();
+    out.push_back(r);
+  }
+  return out;
+}
+
+// Destroys models outside the pool lock (joining a scheduler can take a step).
+void ModelPool::Drop(std::vector<std::shared_ptr<LoadedModel>> victims) {
+  for (auto& v : victims) {
+    if (!v) continue;
+    auto t0 = Clock::now();
+    std::string name = v->name;
+    v.reset();
+    metrics_->Add(metric::kUnloads, name);
+    metrics_->Observe(metric::kUnloadSeconds, name, SecondsSince(t0));
+    metrics_->Set(metric::kRunning, name, 0);
+    metrics_->Set(metric::kWaiting, name, 0);
+    metrics_->Set(metric::kKvUsage, name, 0);
+  }
+}
+
+// Unloads models whose keep_alive ran out, waking early when a lease ends.
+void ModelPool::Reaper() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(250));
+    std::vector<std::shared_ptr<LoadedModel>> victims;
+    const auto now = Clock::now();
+    for (auto& [name, e] : entries_) {
+      auto& m = e->loaded;
+      if (m && !m->pinned && m->in_use_ == 0 && m->expires_ && *m->expires_ <= now)
+        victims.push_back(std::move(m));
+    }
+    if (victims.empty()) continue;
+    lock.unlock();
+    Drop(std::move(victims));
+    lock.lock();
+  }
+}
+
+}  // namespace hone::serve

@@ -1,0 +1,125 @@
+// Which registry models are resident, and the rules that load and evict them:
+// a model loads on its first request after an admission check (weights + KV +
+// compute from the GGUF header against free memory, cgroup included); idle
+// models are evicted least recently used first when another needs the room,
+// and unloaded when their keep_alive runs out; pinned models stay.
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/embedder.h"
+#include "engine/model.h"
+#include "serve/metrics.h"
+#include "serve/registry.h"
+#include "serve/scheduler.h"
+
+namespace hone::serve {
+
+struct PoolOptions {
+  SchedulerOptions scheduler;
+  engine::LoadMode load_mode = engine::LoadMode::kMmap;
+  uint64_t memory_limit_bytes = 0;    // 0 = what the machine (and cgroup) has free
+  double default_keep_alive_s = 300;  // < 0: forever
+  std::vector<std::string> pinned;    // model names never evicted nor expired
+};
+
+// A resident model. Requests hold it through a Lease so it is not evicted under them.
+class LoadedModel {
+ public:
+  std::string name;
+  std::shared_ptr<engine::Model> model;
+  std::unique_ptr<Scheduler> scheduler;
+  uint64_t estimate_bytes = 0;
+  double load_seconds = 0;
+  bool pinned = false;
+  Clock::time_point loaded_at;
+
+  // Embeddings run on their own small session, created on first use.
+  Result<engine::EmbedResult> Embed(const std::vector<std::string>& texts, int threads);
+
+ private:
+  friend class ModelPool;
+  std::mutex embed_mu_;
+  std::unique_ptr<engine::Session> embed_session_;
+  int in_use_ = 0;  // guarded by the pool's mutex
+  Clock::time_point last_used_;
+  std::optional<Clock::time_point> expires_;  // nullopt: never
+};
+
+class ModelPool;
+
+class Lease {
+ public:
+  Lease(ModelPool* pool, std::shared_ptr<LoadedModel> m, std::optional<double> keep_alive_s);
+  ~Lease();
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+  LoadedModel* operator->() const { return model_.get(); }
+  LoadedModel& operator*() const { return *model_; }
+  bool just_loaded = false;  // this request paid for the load
+ private:
+  ModelPool* pool_;
+  std::shared_ptr<LoadedModel> model_;
+  std::optional<double> keep_alive_s_;
+};
+
+struct ResidentInfo {
+  std::string name;
+  std::string path;
+  uint64_t estimate_bytes = 0;
+  bool pinned = false;
+  int in_use = 0;
+  std::optional<double> expires_in_s;  // nullopt: never
+  int ctx_per_slot = 0;
+  int slots = 0;
+};
+
+class ModelPool {
+ public:
+  ModelPool(const Registry& registry, PoolOptions options, Metrics* metrics);
+  ~ModelPool();  // unloads everything
+
+  // Resolves, loads if needed (admission, then eviction of idle models), and
+  // leases. keep_alive_s applies when the lease ends (nullopt: the default).
+  // Errors: kNotFound / kInvalidArgument (name), kOutOfMemory (admission), load errors.
+  Result<std::unique_ptr<Lease>> Acquire(const std::string& name, std::optional<double> keep_alive_s = {});
+  // Unloads now if idle; Errors: kNotFound (not resident), kUnsupported (busy).
+  Status Unload(const std::string& name);
+  Status SetPinned(const std::string& name, bool pinned);
+  std::vector<ResidentInfo> Resident() const;
+  uint64_t EstimateBytes(const RegistryEntry& e) const;
+  const Registry& registry() const { return registry_; }
+
+ private:
+  friend class Lease;
+  struct Entry {
+    std::mutex load_mu;  // one load at a time per model; other models keep serving
+    std::shared_ptr<LoadedModel> loaded;
+  };
+  void Release(LoadedModel* m, std::optional<double> keep_alive_s);
+  Status Admit(const RegistryEntry& e, uint64_t need);
+  Result<std::shared_ptr<LoadedModel>> Load(const RegistryEntry& e);
+  void Drop(std::vector<std::shared_ptr<LoadedModel>> victims);
+  void Reaper();
+
+  const Registry& registry_;
+  PoolOptions opt_;
+  Metrics* metrics_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::map<std::string, std::unique_ptr<Entry>> entries_;
+  std::thread reaper_;
+};
+
+// "5m", "1h30m", "10s", "0", "-1", or a number of seconds. Ollama's format.
+Result<double> ParseDuration(const std::string& text);
+
+}  // namespace hone::serve

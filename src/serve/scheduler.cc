@@ -1,0 +1,282 @@
+#include "serve/scheduler.h"
+
+#include <algorithm>
+
+#include "engine/tokenizer.h"
+
+namespace hone::serve {
+
+struct Scheduler::Slot {
+  int id = 0;
+  std::shared_ptr<Job> job;  // null when free
+  std::unique_ptr<engine::Sampler> sampler;
+  std::unique_ptr<engine::StopMatcher> stops;
+  engine::Utf8Stream utf8;
+  std::vector<engine::Token> cached;  // tokens whose KV this sequence holds
+  size_t prefilled = 0;               // prompt tokens already in the KV cache
+  engine::Token next = -1;            // sampled, not yet decoded
+  int logits_index = -1;              // output of this slot in the current step
+  JobResult result;
+  Clock::time_point last_token, last_used;
+  bool generating() const { return job && prefilled == job->prompt.size(); }
+};
+
+Scheduler::Scheduler(std::shared_ptr<engine::Model> model, const SchedulerOptions& opt, Metrics* metrics,
+                     std::string name)
+    : model_(std::move(model)), opt_(opt), metrics_(metrics), name_(std::move(name)) {}
+
+Result<std::unique_ptr<Scheduler>> Scheduler::Create(std::shared_ptr<engine::Model> model,
+                                                     const SchedulerOptions& in, Metrics* metrics,
+                                                     std::string model_name) {
+  SchedulerOptions opt = in;
+  if (opt.slots < 1 || opt.slots > 256) return MakeError(ErrorCode::kInvalidArgument, "slots must be 1..256");
+  if (opt.ctx_per_slot < 16) return MakeError(ErrorCode::kInvalidArgument, "context per slot must be >= 16");
+  // llama.cpp pads each sequence's context to 256 cells; match it so our limit is real.
+  opt.ctx_per_slot = (opt.ctx_per_slot + 255) / 256 * 256;
+  opt.batch = std::max(opt.batch, opt.slots);
+  opt.prefill_chunk = std::clamp(opt.prefill_chunk, 1, opt.batch);
+  engine::SessionOptions so;
+  so.n_ctx = static_cast<uint32_t>(opt.ctx_per_slot * opt.slots);
+  so.n_seq_max = static_cast<uint32_t>(opt.slots);
+  so.n_batch = static_cast<uint32_t>(opt.batch);
+  so.n_ubatch = static_cast<uint32_t>(opt.batch);
+  so.threads = opt.threads;
+  so.flash_attn = opt.flash_attn;
+  so.kv_type_k = so.kv_type_v = opt.kv_type;
+  so.memory_budget_bytes = opt.memory_budget_bytes;
+  auto session = engine::Session::Create(model, so);
+  if (!session) return session.error();
+  std::unique_ptr<Scheduler> s(new Scheduler(std::move(model), opt, metrics, std::move(model_name)));
+  s->session_ = std::move(*session);
+  s->batch_ = std::make_unique<engine::BatchDecoder>(*s->session_, opt.batch);
+  for (int i = 0; i < opt.slots; ++i) {
+    s->slots_.push_back(std::make_unique<Slot>());
+    s->slots_.back()->id = i;
+  }
+  s->thread_ = std::thread([p = s.get()] { p->Loop(); });
+  return s;
+}
+
+Scheduler::~Scheduler() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  JobResult r;
+  r.finish = Finish::kCancelled;
+  r.error = "the model was unloaded";
+  for (auto& p : queue_) p.job->Finish(r);
+}
+
+int Scheduler::waiting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(queue_.size());
+}
+
+Result<SubmitResult> Scheduler::Submit(std::shared_ptr<Job> job) {
+  if (job->prompt.empty()) return MakeError(ErrorCode::kInvalidArgument, "the prompt is empty");
+  if (static_cast<int>(job->prompt.size()) >= opt_.ctx_per_slot) {
+    return MakeError(ErrorCode::kInvalidArgument, "the prompt has " + std::to_string(job->prompt.size()) +
+                                                      " tokens but the context holds " +
+                                                      std::to_string(opt_.ctx_per_slot));
+  }
+  auto sampler = engine::Sampler::Create(*model_, job->sampling);
+  if (!sampler) return sampler.error();
+  // Penalties should see the prompt; a grammar must not (it constrains the output only).
+  if (job->sampling.grammar.empty()) {
+    for (engine::Token t : job->prompt) (*sampler)->Accept(t);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return SubmitResult::kStopping;
+    if (static_cast<int>(queue_.size()) >= opt_.max_queue) return SubmitResult::kQueueFull;
+    queue_.push_back({std::move(job), std::move(*sampler)});
+    metrics_->Set(metric::kWaiting, name_, static_cast<double>(queue_.size()));
+  }
+  cv_.notify_all();
+  return SubmitResult::kOk;
+}
+
+void Scheduler::Loop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || active_.load() > 0; });
+      if (stopping_) break;
+    }
+    Admit();
+    Step();
+  }
+  for (auto& s : slots_) {
+    if (s->job) FinishSlot(*s, Finish::kCancelled, "the model was unloaded");
+  }
+}
+
+// Moves waiting jobs into free slots, reusing the longest cached prefix.
+void Scheduler::Admit() {
+  for (;;) {
+    Pending p;
+    Slot* best = nullptr;
+    size_t best_common = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (queue_.empty()) return;
+      for (auto& s : slots_) {
+        if (s->job) continue;
+        const auto& a = s->cached;
+        const auto& b = queue_.front().job->prompt;
+        size_t n = 0;
+        while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+        if (!best || n > best_common || (n == best_common && s->last_used < best->last_used)) {
+          best = s.get();
+          best_common = n;
+        }
+      }
+      if (!best) return;  // all slots busy
+      p = std::move(queue_.front());
+      queue_.pop_front();
+      metrics_->Set(metric::kWaiting, name_, static_cast<double>(queue_.size()));
+    }
+    Slot& s = *best;
+    const auto& prompt = p.job->prompt;
+    // The last prompt token must go through decode again to produce logits.
+    size_t keep = std::min(best_common, prompt.size() - 1);
+    if (!session_->TruncateSequence(s.id, static_cast<int>(keep))) {
+      session_->ClearSequence(s.id);
+      keep = 0;
+    }
+    s.cached.resize(keep);
+    s.prefilled = keep;
+    s.job = std::move(p.job);
+    s.sampler = std::move(p.sampler);
+    s.stops = std::make_unique<engine::StopMatcher>(s.job->stops);
+    s.utf8 = engine::Utf8Stream();
+    s.result = JobResult();
+    s.result.prompt_tokens = static_cast<int>(prompt.size());
+    s.result.cached_tokens = static_cast<int>(keep);
+    s.result.timings.enqueued = s.job->created;
+    s.result.timings.started = Clock::now();
+    metrics_->Add(metric::kPrefixQueries, name_, static_cast<double>(prompt.size()));
+    metrics_->Add(metric::kPrefixHits, name_, static_cast<double>(keep));
+    metrics_->Observe(metric::kQueue, name_, s.result.timings.queue_seconds());
+    ++active_;
+  }
+}
+
+void Scheduler::Step() {
+  const auto now = Clock::now();
+  int seqs = 0;
+  // 1. Every generating slot contributes its next token (or ends if cancelled).
+  for (auto& sp : slots_) {
+    Slot& s = *sp;
+    s.logits_index = -1;
+    if (!s.job) continue;
+    if (s.job->cancelled()) {
+      FinishSlot(s, Finish::kCancelled);
+      continue;
+    }
+    if (now > s.job->deadline) {
+      FinishSlot(s, Finish::kTimeout, "the request ran past its timeout");
+      continue;
+    }
+    if (!s.generating()) continue;
+    s.logits_index = batch_->Add(s.id, s.next, static_cast<int>(s.cached.size()), true);
+    s.cached.push_back(s.next);
+    ++seqs;
+  }
+  // 2. Prompt chunks fill the rest of the batch, smaller while others stream.
+  int budget = opt_.batch - batch_->size();
+  if (batch_->size() > 0) budget = std::min(budget, opt_.prefill_chunk);
+  const size_t n = slots_.size();
+  for (size_t k = 0; k < n && budget > 0; ++k) {
+    Slot& s = *slots_[(prefill_rr_ + k) % n];
+    if (!s.job || s.generating()) continue;
+    const auto& prompt = s.job->prompt;
+    size_t take = std::min<size_t>(budget, prompt.size() - s.prefilled);
+    for (size_t i = 0; i < take; ++i) {
+      size_t at = s.prefilled + i;
+      bool last = at + 1 == prompt.size();
+      int idx = batch_->Add(s.id, prompt[at], static_cast<int>(at), last);
+      if (last) s.logits_index = idx;
+      s.cached.push_back(prompt[at]);
+    }
+    s.prefilled += take;
+    budget -= static_cast<int>(take);
+    ++seqs;
+  }
+  prefill_rr_ = (prefill_rr_ + 1) % n;
+  if (batch_->size() == 0) return;
+  max_seqs_per_step_.store(std::max(max_seqs_per_step_.load(), seqs));
+  ++steps_;
+  if (Status st = batch_->Decode(); !st) {
+    for (auto& s : slots_) {
+      if (!s->job) continue;
+      session_->ClearSequence(s->id);
+      s->cached.clear();
+      FinishSlot(*s, Finish::kError, st.error().message);
+    }
+    return;
+  }
+  // 3. Sample where logits came out.
+  for (auto& sp : slots_) {
+    if (sp->job && sp->logits_index >= 0) OnToken(*sp, sp->sampler->Sample(*session_, sp->logits_index));
+  }
+  UpdateGauges();
+}
+
+void Scheduler::OnToken(Slot& s, engine::Token t) {
+  const auto now = Clock::now();
+  if (s.result.timings.first_token == Clock::time_point{}) {
+    s.result.timings.first_token = now;
+    metrics_->Observe(metric::kTtft, name_,
+                      std::chrono::duration<double>(now - s.result.timings.enqueued).count());
+  } else {
+    metrics_->Observe(metric::kItl, name_, std::chrono::duration<double>(now - s.last_token).count());
+  }
+  s.last_token = now;
+  engine::Tokenizer tok(*model_);
+  if (tok.IsEndOfGeneration(t)) return FinishSlot(s, Finish::kStop);
+  ++s.result.completion_tokens;
+  s.job->Emit(s.stops->Push(s.utf8.Push(tok.Piece(t))));
+  if (s.stops->stopped()) return FinishSlot(s, Finish::kStop);
+  if (s.job->max_tokens >= 0 && s.result.completion_tokens >= s.job->max_tokens) {
+    return FinishSlot(s, Finish::kLength);
+  }
+  if (static_cast<int>(s.cached.size()) + 1 >= opt_.ctx_per_slot) return FinishSlot(s, Finish::kLength);
+  s.next = t;
+}
+
+void Scheduler::FinishSlot(Slot& s, Finish why, const std::string& error) {
+  if (why == Finish::kStop || why == Finish::kLength) {
+    if (!s.stops->stopped()) s.job->Emit(s.stops->Push(s.utf8.Flush()));
+    s.job->Emit(s.stops->Flush());
+  }
+  s.result.finish = why;
+  s.result.error = error;
+  s.result.timings.finished = Clock::now();
+  const JobTimings& t = s.result.timings;
+  metrics_->Add(metric::kPromptTokens, name_, s.result.prompt_tokens);
+  metrics_->Add(metric::kGenTokens, name_, s.result.completion_tokens);
+  if (why == Finish::kStop || why == Finish::kLength) {
+    metrics_->Add(metric::kRequestSuccess, name_);
+    metrics_->Observe(metric::kE2e, name_, t.total_seconds());
+  }
+  s.job->Finish(s.result);
+  s.job.reset();
+  s.sampler.reset();
+  s.last_used = Clock::now();
+  --active_;
+  UpdateGauges();
+}
+
+void Scheduler::UpdateGauges() {
+  size_t used = 0;
+  for (auto& s : slots_) used += s->cached.size();
+  metrics_->Set(metric::kRunning, name_, active_.load());
+  metrics_->Set(metric::kKvUsage, name_,
+                static_cast<double>(used) / (static_cast<double>(opt_.ctx_per_slot) * slots_.size()));
+}
+
+}  // namespace hone::serve

@@ -1,0 +1,110 @@
+// Continuous batching for one loaded model: a thread that owns the model's
+// Session and advances every active request by one llama_decode per step.
+//
+// A request's life (one Job in one slot):
+//
+//   Submit ──> WAITING (bounded queue; full -> kQueueFull, the caller answers 429/503)
+//                 │  a slot frees up; the slot whose cached tokens share the longest
+//                 │  prefix with the prompt is chosen, and its KV is kept up to there
+//                 v
+//              PREFILL  a chunk of the prompt rides in each step (at most
+//                 │      prefill_chunk tokens while other slots are generating, so a
+//                 │      long prompt never freezes their streams)
+//                 v      last prompt token -> logits -> first token sampled
+//              GENERATE one token per step, batched with every other slot
+//                 │
+//                 v      end of generation, stop string, max_tokens, context
+//              FINISHED  full, client cancel (checked every step), deadline
+//
+// A finished slot keeps its tokens in the KV cache: the next request with the
+// same prefix (a shared system prompt) only prefills what differs.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/batch_decoder.h"
+#include "engine/session.h"
+#include "engine/utf8.h"
+#include "serve/job.h"
+#include "serve/metrics.h"
+#include "util/result.h"
+
+namespace hone::serve {
+
+struct SchedulerOptions {
+  int slots = 4;            // parallel sequences
+  int ctx_per_slot = 4096;  // KV cells per sequence (rounded up to 256)
+  int batch = 512;          // most tokens per decode step
+  int prefill_chunk = 256;  // most prompt tokens per step while others generate
+  int max_queue = 64;       // waiting requests beyond the busy slots
+  int threads = 0;          // 0 = physical cores
+  engine::FlashAttn flash_attn = engine::FlashAttn::kAuto;
+  std::string kv_type = "f16";
+  uint64_t memory_budget_bytes = 0;
+};
+
+enum class SubmitResult { kOk, kQueueFull, kStopping };
+
+class Scheduler {
+ public:
+  // Creates the session and starts the thread.
+  static Result<std::unique_ptr<Scheduler>> Create(std::shared_ptr<engine::Model> model,
+                                                   const SchedulerOptions& opt, Metrics* metrics,
+                                                   std::string model_name);
+  ~Scheduler();  // cancels everything still running and joins the thread
+
+  // Checks the request (prompt length, sampling options, grammar) and queues it.
+  // Errors: kInvalidArgument. kQueueFull when the queue is at max_queue.
+  Result<SubmitResult> Submit(std::shared_ptr<Job> job);
+
+  int active() const { return active_.load(); }  // slots busy
+  int waiting() const;
+  bool idle() const { return active() == 0 && waiting() == 0; }
+  int ctx_per_slot() const { return opt_.ctx_per_slot; }
+  const SchedulerOptions& options() const { return opt_; }
+  // Test hooks: how many sequences the fullest decode step carried, and steps run.
+  int max_seqs_per_step() const { return max_seqs_per_step_.load(); }
+  long steps() const { return steps_.load(); }
+
+ private:
+  struct Slot;
+  struct Pending {
+    std::shared_ptr<Job> job;
+    std::unique_ptr<engine::Sampler> sampler;
+  };
+  Scheduler(std::shared_ptr<engine::Model> model, const SchedulerOptions& opt, Metrics* metrics,
+            std::string name);
+  void Loop();
+  void Admit();
+  void Step();
+  void OnToken(Slot& s, engine::Token t);
+  void FinishSlot(Slot& s, Finish why, const std::string& error = "");
+  void UpdateGauges();
+
+  std::shared_ptr<engine::Model> model_;
+  SchedulerOptions opt_;
+  Metrics* metrics_;
+  std::string name_;
+  std::unique_ptr<engine::Session> session_;
+  std::unique_ptr<engine::BatchDecoder> batch_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  size_t prefill_rr_ = 0;  // round-robin start among prefilling slots
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Pending> queue_;
+  bool stopping_ = false;
+  std::atomic<int> active_{0};
+  std::atomic<int> max_seqs_per_step_{0};
+  std::atomic<long> steps_{0};
+  std::thread thread_;
+};
+
+}  // namespace hone::serve
