@@ -9,6 +9,7 @@
 #include "engine/generator.h"
 #include "engine/tokenizer.h"
 #include "hw/probe.h"
+#include "tune/profile.h"
 
 namespace hone::cli {
 namespace {
@@ -23,6 +24,7 @@ struct RunArgs {
   bool ignore_eos = false;
   bool json = false;
   bool quiet = false;
+  bool no_profile = false;
   EngineFlags engine;
   SamplingFlags sampling;
 };
@@ -32,6 +34,21 @@ int Run(const RunArgs& a) {
   if (!load_opts) return Fail(load_opts.error().ToString(), 2);
   auto session_opts = a.engine.ToSessionOptions();
   if (!session_opts) return Fail(session_opts.error().ToString(), 2);
+  if (!a.no_profile) {
+    // A profile from `hone tune` for this machine and model file fills in the
+    // run parameters; flags given on the command line still win.
+    auto profile = tune::FindProfile(a.model);
+    if (!profile) {
+      if (profile.error().code != ErrorCode::kNotFound) {
+        std::fprintf(stderr, "[hone] ignoring the tuned profile: %s\n", profile.error().ToString().c_str());
+      }
+    } else if (profile->has_value()) {
+      tune::ApplyProfile(**profile, &*session_opts, &*load_opts);
+      if (Status s = a.engine.ReapplyExplicit(&*session_opts, &*load_opts); !s)
+        return Fail(s.error().ToString(), 2);
+      std::fprintf(stderr, "[hone] using tuned profile %s\n", (*profile)->path.c_str());
+    }
+  }
 
   auto model = LoadModelWithProgress(a.model, *load_opts, a.quiet || a.json);
   if (!model) return Fail(model.error().ToString());
@@ -93,7 +110,11 @@ int Run(const RunArgs& a) {
                         {"prompt_tps", r.prompt_tps()},
                         {"gen_tps", r.gen_tps()},
                         {"threads", so.threads},
-                        {"threads_batch", so.threads_batch}};
+                        {"threads_batch", so.threads_batch},
+                        {"n_ubatch", so.n_ubatch},
+                        {"poll", so.poll},
+                        {"strict_cpu", so.strict_cpu},
+                        {"flash_attn", engine::FlashAttnName(so.flash_attn)}};
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
@@ -117,11 +138,14 @@ Runner AddRunCommand(CLI::App& app) {
   cmd->add_option("-p,--prompt", a->prompt, "Prompt text")->required();
   cmd->add_flag("--chat", a->chat, "Wrap the prompt in the model's chat template");
   cmd->add_option("--system", a->system, "System message (with --chat)");
-  cmd->add_option("-n,--n-predict", a->n_predict, "Tokens to generate (-1 = until end)")->capture_default_str();
+  cmd->add_option("-n,--n-predict", a->n_predict, "Tokens to generate (-1 = until end)")
+      ->capture_default_str();
   cmd->add_option("--stop", a->stop, "Stop string (repeatable)");
   cmd->add_flag("--ignore-eos", a->ignore_eos, "Keep generating past end-of-sequence (benchmarks)");
   cmd->add_flag("--json", a->json, "Print one JSON object with text and timings instead of streaming");
   cmd->add_flag("-q,--quiet", a->quiet, "No progress bar");
+  cmd->add_flag("--no-profile", a->no_profile,
+                "Ignore the profile `hone tune` saved for this machine and model");
   a->engine.Register(cmd);
   a->sampling.Register(cmd);
   return [a]() { return Run(*a); };

@@ -5,6 +5,7 @@
 namespace hone::cli {
 
 void EngineFlags::Register(CLI::App* cmd) {
+  cmd_ = cmd;
   cmd->add_option("-c,--ctx", ctx, "Context size in tokens (0 = the model's training context)")
       ->capture_default_str();
   cmd->add_option("-b,--batch", batch, "Logical batch size (tokens per decode call)")->capture_default_str();
@@ -17,7 +18,9 @@ void EngineFlags::Register(CLI::App* cmd) {
   cmd->add_option("--load-mode", load_mode, "mmap, no-mmap, mlock or mmap+mlock")->capture_default_str();
   cmd->add_flag("--no-repack", no_repack, "Keep weights in file layout (no CPU repacking)");
   cmd->add_option("--cpus", cpus, "Pin threads to these CPUs, e.g. 0-7 or 0,2,4,6");
-  cmd->add_option("--poll", poll, "Thread polling level 0-100")->check(CLI::Range(0, 100))->capture_default_str();
+  cmd->add_option("--poll", poll, "Thread polling level 0-100")
+      ->check(CLI::Range(0, 100))
+      ->capture_default_str();
 }
 
 Result<std::vector<int>> ParseCpuList(const std::string& text) {
@@ -73,13 +76,46 @@ Result<engine::SessionOptions> EngineFlags::ToSessionOptions() const {
   return o;
 }
 
+bool EngineFlags::Given(const std::string& flag) const {
+  if (!cmd_) return false;
+  try {
+    return cmd_->get_option(flag)->count() > 0;
+  } catch (const CLI::Error&) {
+    return false;
+  }
+}
+
+Status EngineFlags::ReapplyExplicit(engine::SessionOptions* s, engine::LoadOptions* l) const {
+  auto so = ToSessionOptions();
+  if (!so) return so.error();
+  auto lo = ToLoadOptions();
+  if (!lo) return lo.error();
+  if (Given("--batch")) s->n_batch = so->n_batch;
+  if (Given("--ubatch")) s->n_ubatch = so->n_ubatch;
+  if (Given("--threads")) s->threads = so->threads;
+  if (Given("--threads-batch")) s->threads_batch = so->threads_batch;
+  // Explicit decode threads without prefill threads mean "the same", as without a profile.
+  if (Given("--threads") && !Given("--threads-batch")) s->threads_batch = so->threads_batch;
+  if (Given("--flash-attn")) s->flash_attn = so->flash_attn;
+  if (Given("--kv-type")) s->kv_type_k = s->kv_type_v = so->kv_type_k;
+  if (Given("--cpus")) {
+    s->cpus = so->cpus;
+    s->strict_cpu = so->strict_cpu;
+  }
+  if (Given("--poll")) s->poll = so->poll;
+  if (Given("--load-mode")) l->mode = lo->mode;
+  if (Given("--no-repack")) l->repack = lo->repack;
+  return {};
+}
+
 void SamplingFlags::Register(CLI::App* cmd) {
   cmd->add_option("--temp", temp, "Temperature (0 = greedy)")->capture_default_str();
   cmd->add_option("--top-k", top_k, "Top-k (0 = off)")->capture_default_str();
   cmd->add_option("--top-p", top_p, "Top-p (1 = off)")->capture_default_str();
   cmd->add_option("--min-p", min_p, "Min-p (0 = off)")->capture_default_str();
   cmd->add_option("--repeat-penalty", repeat_penalty, "Repetition penalty (1 = off)")->capture_default_str();
-  cmd->add_option("--repeat-last-n", repeat_last_n, "Tokens the penalty looks back over")->capture_default_str();
+  cmd->add_option("--repeat-last-n", repeat_last_n, "Tokens the penalty looks back over")
+      ->capture_default_str();
   cmd->add_option("--seed", seed, "RNG seed (-1 = random)")->capture_default_str();
 }
 

@@ -29,6 +29,15 @@ struct EngineFlags {
   void Register(CLI::App* cmd);
   Result<engine::LoadOptions> ToLoadOptions() const;
   Result<engine::SessionOptions> ToSessionOptions() const;
+
+  // A tuned profile (hone tune) fills in the run parameters the user did not
+  // give: after ApplyProfile, this writes back only the flags that were given
+  // on the command line, so they win. Needs Register() to have been called.
+  bool Given(const std::string& flag) const;
+  Status ReapplyExplicit(engine::SessionOptions* session, engine::LoadOptions* load) const;
+
+ private:
+  CLI::App* cmd_ = nullptr;
 };
 
 struct SamplingFlags {

@@ -22,6 +22,10 @@ struct WorkloadSpec {
   double min_stream_tps = 0;   // server: each stream must decode at least this fast
   uint32_t n_ctx = 0;          // KV cells for all sequences together
   uint64_t memory_budget = 0;  // bytes a session may add (0 = no check)
+  // A repetition runs the workload again until it has taken this long and
+  // reports the average: tiny models answer in milliseconds, where timer and
+  // scheduler noise would otherwise swamp the differences.
+  double min_rep_seconds = 0.25;
 };
 
 // What a workload's score means, for tables and the profile.
@@ -40,6 +44,7 @@ class Measurer {
  private:
   Status Prepare(const Config& c);
   Result<Sample> RunOnce(const Config& c);
+  Result<Sample> RunWorkload();
   Result<Sample> RunSingle();
   Result<Sample> RunParallel();
 

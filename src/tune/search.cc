@@ -55,16 +55,19 @@ class Searcher {
     }
     baseline_ = result_.trials[base].score.mean;
     int inc = base;
-    if (o_.exhaustive) {
-      inc = Grid(inc);
-    } else {
-      for (int pass = 0; pass < 2 && !OutOfBudget(); ++pass) {
-        std::string before = result_.trials[inc].config.Key();
+    if (!o_.exhaustive) {
+      std::string start = result_.trials[inc].config.Key();
+      for (const Dimension& d : space_.grid) inc = Stage(d, inc);
+      for (const Dimension& d : space_.extra) inc = Stage(d, inc);
+      // A second pass catches interactions (the best thread count can move with
+      // the placement); measured configurations are cached, so it is cheap.
+      if (result_.trials[inc].config.Key() != start && !OutOfBudget()) {
         for (const Dimension& d : space_.grid) inc = Stage(d, inc);
-        if (result_.trials[inc].config.Key() == before) break;  // converged
       }
+    } else {
+      inc = Grid(inc);
+      for (const Dimension& d : space_.extra) inc = Stage(d, inc);
     }
-    for (const Dimension& d : space_.extra) inc = Stage(d, inc);
     result_.best = result_.trials[inc].config;
     return Finish(base, inc);
   }
@@ -144,6 +147,7 @@ class Searcher {
   int Stage(const Dimension& d, int inc) {
     std::vector<int> alive;
     std::set<int> seen;
+    const double spent_before = result_.measure_seconds;
     for (const Dimension::Value& v : d.values) {
       Config c = result_.trials[inc].config;
       v.apply(c);
@@ -182,7 +186,8 @@ class Searcher {
         }
       }
       if (!more) {
-        Drift();
+        // Nothing new measured (a converged second pass): no need to check drift.
+        if (result_.measure_seconds > spent_before) Drift();
         return lead;
       }
     }

@@ -1,0 +1,120 @@
+#include "tune/search_space.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace hone::tune {
+namespace {
+
+hw::MachineInfo Machine(int cores, int smt, int nodes) {
+  hw::MachineInfo m;
+  m.physical_cores = cores;
+  m.logical_cpus = cores * smt;
+  m.smt_per_core = smt;
+  for (int n = 0; n < nodes; ++n) m.numa_nodes.push_back({n, {}, 0});
+  for (int c = 0; c < cores; ++c) {
+    hw::Core core;
+    core.id = c;
+    core.numa_node = c * nodes / cores;
+    for (int s = 0; s < smt; ++s) core.cpus.push_back(c + s * cores);
+    m.cores.push_back(core);
+  }
+  return m;
+}
+
+bool Has(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+TEST(SearchSpace, ThreadCountsComeFromTheTopology) {
+  std::vector<int> t = ThreadCandidates(Machine(16, 2, 2));
+  for (int x : {1, 2, 4, 8, 12, 15, 16, 32}) EXPECT_TRUE(Has(t, x)) << x;
+  EXPECT_FALSE(Has(t, 64));
+  EXPECT_TRUE(std::is_sorted(t.begin(), t.end()));
+  EXPECT_EQ(ThreadCandidates(Machine(2, 1, 1)), (std::vector<int>{1, 2}));
+}
+
+TEST(SearchSpace, CgroupQuotaLimitsThreads) {
+  hw::MachineInfo m = Machine(16, 2, 1);
+  m.cgroup.cpu_quota = 4;
+  std::vector<int> t = ThreadCandidates(m);
+  EXPECT_EQ(t.back(), 4);
+}
+
+TEST(SearchSpace, CpuSetsSeparatePhysicalCoresSmtAndNodes) {
+  std::vector<CpuSet> sets = CpuSets(Machine(8, 2, 2));
+  ASSERT_EQ(sets.size(), 4u);
+  EXPECT_EQ(sets[0].name, "physical");
+  EXPECT_EQ(sets[0].cpus, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(sets[1].name, "smt");
+  EXPECT_EQ(sets[1].cpus.size(), 16u);
+  EXPECT_EQ(sets[1].cpus[8], 8);  // siblings after the primaries
+  EXPECT_EQ(sets[2].name, "node0");
+  EXPECT_EQ(sets[2].cpus, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(sets[3].cpus, (std::vector<int>{4, 5, 6, 7}));
+  // A small machine: one set, no SMT, one node.
+  EXPECT_EQ(CpuSets(Machine(2, 1, 1)).size(), 1u);
+}
+
+TEST(SearchSpace, StrictPlacementNeedsACpuPerThread) {
+  SearchSpace s = BuildSearchSpace(Machine(8, 2, 2), {});
+  Config c = s.defaults;
+  c.placement = "node0";
+  c.cpus = {0, 1, 2, 3};
+  c.strict_cpu = true;
+  c.threads = c.threads_batch = 4;
+  EXPECT_TRUE(s.valid(c));
+  c.threads_batch = 8;
+  EXPECT_FALSE(s.valid(c));
+  c.strict_cpu = false;
+  EXPECT_TRUE(s.valid(c));
+}
+
+TEST(SearchSpace, DefaultsAreLlamaCppsAndMicroBatchesFitThePrompt) {
+  SpaceRequest r;
+  r.prompt_tokens = 100;
+  SearchSpace s = BuildSearchSpace(Machine(4, 1, 1), r);
+  EXPECT_EQ(s.defaults.threads, 4);
+  EXPECT_EQ(s.defaults.threads_batch, 4);
+  EXPECT_EQ(s.defaults.n_batch, 2048);
+  EXPECT_EQ(s.defaults.n_ubatch, 512);
+  EXPECT_EQ(s.defaults.placement, "none");
+  const Dimension* ub = nullptr;
+  for (const Dimension& d : s.grid) {
+    if (d.name == "ubatch") ub = &d;
+  }
+  ASSERT_NE(ub, nullptr);
+  std::vector<std::string> labels;
+  for (const auto& v : ub->values) labels.push_back(v.label);
+  EXPECT_EQ(labels, (std::vector<std::string>{"64", "512"}));
+}
+
+TEST(SearchSpace, MlockIsLeftOutWhenTheLimitForbidsIt) {
+  SpaceRequest r;
+  r.mlock_allowed = false;
+  SearchSpace s = BuildSearchSpace(Machine(2, 1, 1), r);
+  for (const Dimension& d : s.extra) {
+    for (const auto& v : d.values) EXPECT_EQ(v.label.find("mlock"), std::string::npos);
+  }
+}
+
+TEST(SearchSpace, ServerDefaultsUseOneSlotPerStream) {
+  SpaceRequest r;
+  r.workload = Workload::kServer;
+  r.concurrency = 6;
+  EXPECT_EQ(BuildSearchSpace(Machine(2, 1, 1), r).defaults.n_parallel, 6);
+}
+
+TEST(Config, ParsesDurationsAndWorkloads) {
+  EXPECT_DOUBLE_EQ(*ParseDuration("90"), 90);
+  EXPECT_DOUBLE_EQ(*ParseDuration("90s"), 90);
+  EXPECT_DOUBLE_EQ(*ParseDuration("5m"), 300);
+  EXPECT_DOUBLE_EQ(*ParseDuration("1h30m"), 5400);
+  for (const char* bad : {"", "m", "5x", "-3", "1h30", "0"}) EXPECT_FALSE(ParseDuration(bad).ok()) << bad;
+  EXPECT_EQ(*ParseWorkload("server"), Workload::kServer);
+  auto w = ParseWorkload("interactive");
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.error().message.find("chat, batch or server"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hone::tune

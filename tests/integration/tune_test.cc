@@ -1,0 +1,126 @@
+// End to end: a real short tune on a small model through the hone binary,
+// the profile it writes, and `hone run` picking that profile up.
+#include <gtest/gtest.h>
+#include <toml++/toml.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "testing/test_env.h"
+
+namespace hone::testing {
+namespace {
+
+std::string ProfileEnv(const std::string& dir) { return "HONE_PROFILE_DIR=" + dir + " "; }
+
+std::string FreshDir(const std::string& name) {
+  std::string dir = TempPath(name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+nlohmann::json JsonOf(const std::string& output) {
+  size_t start = output.find("{\n");
+  if (start == std::string::npos) return {};
+  return nlohmann::json::parse(output.substr(start), nullptr, false);
+}
+
+TEST(TuneCli, ShortTuneWritesAProfileThatRunPicksUp) {
+  std::string model = SharedModel("stories260K.gguf");
+  std::string dir = FreshDir("profiles-e2e");
+  auto r = RunCommand(ProfileEnv(dir) + HoneBinary() + " tune " + model +
+                      " --budget 25s --prompt-tokens 32 --gen-tokens 8 --json 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json j = JsonOf(r.output);
+  ASSERT_TRUE(j.is_object()) << r.output;
+  EXPECT_EQ(j["workload"], "chat");
+  EXPECT_LE(j["measure_seconds"].get<double>(), 25 * 1.2);
+  EXPECT_GT(j["default_score"].get<double>(), 0);
+  EXPECT_GT(j["best_score"].get<double>(), 0);
+  EXPECT_GE(j["trials"].size(), 3u);
+  EXPECT_NE(j["llama_server_flags"].get<std::string>().find("-t "), std::string::npos);
+  EXPECT_GT(j["roofline"]["fraction"].get<double>(), 0);
+  // Every trial row has a measured score or a recorded error.
+  for (const auto& t : j["trials"]) {
+    EXPECT_TRUE(t["score"].get<double>() > 0 || !t["error"].get<std::string>().empty()) << t.dump();
+  }
+
+  std::string path = j["profile"];
+  ASSERT_TRUE(std::filesystem::exists(path)) << path;
+  EXPECT_EQ(path.rfind(dir, 0), 0u);
+  toml::table t;
+#if TOML_EXCEPTIONS
+  ASSERT_NO_THROW(t = toml::parse_file(path));
+#else
+  auto parsed = toml::parse_file(path);
+  ASSERT_TRUE(parsed) << parsed.error().description();
+  t = std::move(parsed).table();
+#endif
+  EXPECT_EQ(t["profile"]["fingerprint"].value_or(std::string()), j["fingerprint"].get<std::string>());
+  EXPECT_GE(t["params"]["threads"].value_or(int64_t{0}), 1);
+
+  auto run =
+      RunCommand(ProfileEnv(dir) + HoneBinary() + " run " + model + " -p Once -n 4 --temp 0 -q --json");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("[hone] using tuned profile " + path), std::string::npos) << run.output;
+  nlohmann::json rj = JsonOf(run.output);
+  EXPECT_EQ(rj["threads"].get<int64_t>(), t["params"]["threads"].value_or(int64_t{0}));
+
+  // Explicit flags win over the profile; --no-profile ignores it.
+  auto explicit_t = RunCommand(ProfileEnv(dir) + HoneBinary() + " run " + model +
+                               " -p Once -n 4 --temp 0 -q --json -t 1 --threads-batch 1 --poll 7");
+  ASSERT_EQ(explicit_t.exit_code, 0) << explicit_t.output;
+  nlohmann::json ej = JsonOf(explicit_t.output);
+  EXPECT_EQ(ej["threads"], 1);
+  EXPECT_EQ(ej["poll"], 7);
+  auto none = RunCommand(ProfileEnv(dir) + HoneBinary() + " run " + model + " -p Once -n 4 -q --no-profile");
+  ASSERT_EQ(none.exit_code, 0) << none.output;
+  EXPECT_EQ(none.output.find("using tuned profile"), std::string::npos);
+}
+
+TEST(TuneCli, ServerWorkloadMeasuresConcurrentStreams) {
+  std::string dir = FreshDir("profiles-server");
+  auto r = RunCommand(ProfileEnv(dir) + HoneBinary() + " tune " + SharedModel("stories260K.gguf") +
+                      " --workload server --concurrency 3 --budget 15s --prompt-tokens 16 --gen-tokens 8 "
+                      "--json --no-save 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json j = JsonOf(r.output);
+  ASSERT_TRUE(j.is_object()) << r.output;
+  EXPECT_EQ(j["workload"], "server");
+  EXPECT_NE(j["llama_server_flags"].get<std::string>().find("-np 3"), std::string::npos);
+  EXPECT_EQ(j["profile"], "");
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+}
+
+TEST(TuneCli, BadInputFailsBeforeMeasuring) {
+  std::string dir = FreshDir("profiles-bad");
+  std::string tune = ProfileEnv(dir) + HoneBinary() + " tune ";
+  std::string model = SharedModel("stories260K.gguf");
+  struct Case {
+    std::string args;
+    int code;
+    std::string says;
+  } cases[] = {
+      {model + " --workload interactive", 2, "unknown workload 'interactive'"},
+      {model + " --budget 1s --prompt-tokens 4096 --gen-tokens 4096", 2, "too small for even one trial"},
+      {model + " --budget soon", 2, "bad duration"},
+      {TempPath("no-such-model.gguf"), 1, "not_found"},
+      {model + " --ctx 100000000", 1, "out of memory"},
+      {model + " --ctx 64 --prompt-tokens 128", 2, "cannot hold"},
+  };
+  WriteFile(TempPath("junk.gguf"), "this is not a gguf file at all, just text long enough to read");
+  auto junk = RunCommand(tune + TempPath("junk.gguf"));
+  EXPECT_EQ(junk.exit_code, 1) << junk.output;
+  EXPECT_NE(junk.output.find("corrupt"), std::string::npos) << junk.output;
+  for (const Case& c : cases) {
+    auto r = RunCommand(tune + c.args);
+    EXPECT_EQ(r.exit_code, c.code) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.says), std::string::npos) << c.args << "\n" << r.output;
+    EXPECT_EQ(r.output.find("[tune"), std::string::npos) << "measured before failing: " << c.args;
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+}
+
+}  // namespace
+}  // namespace hone::testing
