@@ -145,6 +145,8 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<Model> model, c
     case Pooling::kLast: cp.pooling_type = LLAMA_POOLING_TYPE_LAST; break;
   }
   cp.no_perf = true;
+  cp.cb_eval = opt.eval_callback;
+  cp.cb_eval_user_data = opt.eval_callback_data;
 
   std::unique_ptr<Session> s(new Session());
   s->model_ = std::move(model);

@@ -14,6 +14,7 @@
 
 struct llama_context;
 struct ggml_threadpool;
+struct ggml_tensor;
 
 namespace hone::engine {
 
@@ -47,6 +48,12 @@ struct SessionOptions {
   // Refuse to create the session when the estimated extra memory (KV +
   // compute) exceeds this many bytes. 0 = no check.
   uint64_t memory_budget_bytes = 0;
+
+  // --- observation (imatrix) ---
+  // ggml's scheduler evaluation callback: asked (ask=true) whether a graph node
+  // is wanted, then called (ask=false) with its computed value. Engine-internal.
+  bool (*eval_callback)(ggml_tensor* t, bool ask, void* user_data) = nullptr;
+  void* eval_callback_data = nullptr;
 };
 
 class Session {
