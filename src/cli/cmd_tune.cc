@@ -145,6 +145,22 @@ nlohmann::json TrialJson(const tune::Trial& t) {
           {"error", t.error}};
 }
 
+nlohmann::json ConfigJson(const tune::Config& c) {
+  return {{"threads", c.threads},
+          {"threads_batch", c.threads_batch},
+          {"placement", c.placement},
+          {"cpus", c.cpus},
+          {"strict_cpu", c.strict_cpu},
+          {"poll", c.poll},
+          {"n_batch", c.n_batch},
+          {"n_ubatch", c.n_ubatch},
+          {"flash_attn", engine::FlashAttnName(c.flash_attn)},
+          {"kv_type", c.kv_type},
+          {"load_mode", engine::LoadModeName(c.load_mode)},
+          {"repack", c.repack},
+          {"n_parallel", c.n_parallel}};
+}
+
 const tune::Trial* FinalTrial(const tune::SearchResult& r, const tune::Config& c) {
   const tune::Trial* found = nullptr;
   for (const tune::Trial& t : r.trials) {
@@ -206,6 +222,8 @@ void PrintJson(const TuneArgs& a, const Plan& p, const tune::SearchResult& r, co
                       {"grid_size", o.grid_size},
                       {"default", r.trials[0].config.Key()},
                       {"best", r.best.Key()},
+                      {"best_params", ConfigJson(r.best)},
+                      {"default_params", ConfigJson(r.trials[0].config)},
                       {"kept_defaults", r.kept_defaults},
                       {"default_score", r.default_score.mean},
                       {"best_score", r.best_score.mean},

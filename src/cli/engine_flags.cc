@@ -18,6 +18,7 @@ void EngineFlags::Register(CLI::App* cmd) {
   cmd->add_option("--load-mode", load_mode, "mmap, no-mmap, mlock or mmap+mlock")->capture_default_str();
   cmd->add_flag("--no-repack", no_repack, "Keep weights in file layout (no CPU repacking)");
   cmd->add_option("--cpus", cpus, "Pin threads to these CPUs, e.g. 0-7 or 0,2,4,6");
+  cmd->add_flag("--cpu-strict", cpu_strict, "One thread per --cpus CPU, in order (strict placement)");
   cmd->add_option("--poll", poll, "Thread polling level 0-100")
       ->check(CLI::Range(0, 100))
       ->capture_default_str();
@@ -73,6 +74,7 @@ Result<engine::SessionOptions> EngineFlags::ToSessionOptions() const {
     if (!list) return list.error();
     o.cpus = *list;
   }
+  o.strict_cpu = cpu_strict && !o.cpus.empty();
   return o;
 }
 
@@ -102,6 +104,7 @@ Status EngineFlags::ReapplyExplicit(engine::SessionOptions* s, engine::LoadOptio
     s->cpus = so->cpus;
     s->strict_cpu = so->strict_cpu;
   }
+  if (Given("--cpu-strict")) s->strict_cpu = so->strict_cpu;
   if (Given("--poll")) s->poll = so->poll;
   if (Given("--load-mode")) l->mode = lo->mode;
   if (Given("--no-repack")) l->repack = lo->repack;

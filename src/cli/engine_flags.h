@@ -24,6 +24,7 @@ struct EngineFlags {
   std::string load_mode = "mmap";
   bool no_repack = false;
   std::string cpus;  // "0-3,8"
+  bool cpu_strict = false;
   int poll = 50;
 
   void Register(CLI::App* cmd);

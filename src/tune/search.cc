@@ -230,7 +230,10 @@ class Searcher {
       if (i >= 2 && !o_.exhaustive && Elapsed() + 2 * sample_seconds_ > o_.budget_s) break;
       double t0 = o_.clock();
       auto d = measure_(fd.config, 1);
+      double t1 = o_.clock();
       auto b = measure_(fb.config, 1);
+      fd.seconds += t1 - t0;
+      fb.seconds += o_.clock() - t1;
       result_.measure_seconds += o_.clock() - t0;
       if (!d || !b || d->front().score <= 0) break;
       sd.push_back(d->front().score);
