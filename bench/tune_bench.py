@@ -24,8 +24,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HONE = os.path.join(ROOT, os.environ.get("HONE_BUILD_DIR", "build"), "hone")
 T95 = [0, 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228]
 DEFAULT_MODELS = ["models/qwen2.5-0.5b.Q4_K_M.gguf", "../shared/models/tinystories-d256-l4-f32.gguf"]
-PROMPT = ("The old lighthouse keeper climbed the stairs each evening, counting the steps and listening to the sea. "
-          * 8)
+WORDS = ("the old lighthouse keeper climbed the stairs each evening counting the steps and listening to the sea "
+         "while the ships passed far away in the dark").split()
+
+
+def prompt_text(n):
+    # About one token per common word (plus BOS): close to the tuner's --prompt-tokens.
+    return " ".join(WORDS[i % len(WORDS)] for i in range(max(1, n - 2)))
 
 
 def summary(xs):
@@ -60,7 +65,7 @@ def run_flags(p):
 
 
 def hone_run(model, params, args):
-    cmd = [HONE, "run", model, "--no-profile", "-q", "--json", "-p", PROMPT, "-n", str(args.gen_tokens), "--ignore-eos",
+    cmd = [HONE, "run", model, "--no-profile", "-q", "--json", "-p", prompt_text(args.prompt_tokens), "-n", str(args.gen_tokens), "--ignore-eos",
            "--temp", "0", "-c", "1024"] + run_flags(params)
     j = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
     answer = j["ttft_seconds"] + j["gen_seconds"]

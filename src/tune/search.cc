@@ -54,6 +54,9 @@ class Searcher {
       return Finish(base, base);
     }
     baseline_ = result_.trials[base].score.mean;
+    default_seconds_ =
+        result_.trials[base].seconds / std::max<size_t>(1, result_.trials[base].samples.size());
+    last_drift_ = Elapsed();
     int inc = base;
     if (!o_.exhaustive) {
       std::string start = result_.trials[inc].config.Key();
@@ -111,14 +114,19 @@ class Searcher {
   double Elapsed() const { return o_.clock() - start_; }
   bool OutOfBudget(int reps = 1) {
     if (o_.exhaustive) return false;
-    bool out = Elapsed() + sample_seconds_ * (reps + 1) > o_.budget_s * (1 - o_.reserve_fraction);
+    const double per = std::max(sample_seconds_, 0.5 * default_seconds_);
+    bool out = Elapsed() + per * (reps + 1) > o_.budget_s * (1 - o_.reserve_fraction);
     if (out) result_.budget_exhausted = true;
     return out;
   }
 
   // Re-measures the defaults once: drift from heat or neighbours shows here.
+  // At most every tenth of the budget (or every 10 s), so that a search with
+  // many short stages does not spend its time re-measuring the baseline.
   void Drift() {
-    if (OutOfBudget()) return;
+    const double every = o_.exhaustive ? 0 : std::max(10.0, o_.budget_s / 10);
+    if (OutOfBudget() || Elapsed() - last_drift_ < every) return;
+    last_drift_ = Elapsed();
     Trial t;
     t.id = static_cast<int>(result_.trials.size());
     t.stage = "drift";
@@ -126,6 +134,7 @@ class Searcher {
     double t0 = o_.clock();
     auto s = measure_(space_.defaults, 1);
     t.seconds = o_.clock() - t0;
+    default_seconds_ = std::max(default_seconds_, t.seconds);
     result_.measure_seconds += t.seconds;
     if (s) {
       t.samples = *s;
@@ -227,7 +236,9 @@ class Searcher {
     fd.config = space_.defaults;
     std::vector<double> ratios, sb, sd;
     for (int i = 0; i < o_.final_pairs; ++i) {
-      if (i >= 2 && !o_.exhaustive && Elapsed() + 2 * sample_seconds_ > o_.budget_s) break;
+      // Two pairs at least (a CI needs them), more while the budget lasts.
+      const double pair = std::max(2 * sample_seconds_, default_seconds_ + sample_seconds_);
+      if (i >= 2 && !o_.exhaustive && Elapsed() + pair > o_.budget_s) break;
       double t0 = o_.clock();
       auto d = measure_(fd.config, 1);
       double t1 = o_.clock();
@@ -280,6 +291,8 @@ class Searcher {
   double start_ = 0;
   double sample_seconds_ = 0;
   double baseline_ = 0;
+  double last_drift_ = 0;
+  double default_seconds_ = 0;  // slowest single measurement of the defaults (drift, final)
 };
 
 }  // namespace
