@@ -6,6 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 bash scripts/install-deps.sh
+bash scripts/install-node-deps.sh
 bash scripts/build-hone.sh
 HONE=build/hone
 PREFIX=$(bash scripts/build-llama.sh 2>/dev/null | tail -n 1)

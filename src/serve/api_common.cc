@@ -85,7 +85,10 @@ bool PumpJob(Running& run, size_t i, const ChunkWriter& write,
     // An empty write still tells us whether the client is there: a disconnect
     // is noticed within ~100 ms even while a long prompt is prefilling.
     if (!write(text.empty() ? std::string() : frame(text))) {
+      // Client gone: stop the sequence and wait the one step it takes, so the
+      // log line reports how far it got.
       job.Cancel();
+      job.WaitAll();
       return false;
     }
     if (done) return true;

@@ -128,9 +128,10 @@ HttpResponse Run(Service& svc, const GenRequest& gr, bool chat) {
   res.content_type = "application/x-ndjson";
   res.stream = [run, piece, final_piece, job_error](const ChunkWriter& write, RequestLog* log) {
     auto frame = [&](const std::string& text) { return Dump(piece(text, false)) + "\n"; };
-    if (!PumpJob(*run, 0, write, frame)) return;
+    bool connected = PumpJob(*run, 0, write, frame);
     JobResult r = run->jobs[0]->result();
     LogJob(*run, r, log);
+    if (!connected) return;
     if (r.finish != Finish::kStop && r.finish != Finish::kLength) {
       write(Dump(json{{"error", job_error(r).message}}) + "\n");
       return;

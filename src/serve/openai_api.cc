@@ -134,13 +134,19 @@ HttpResponse Generate(Service& svc, const GenRequest& gr, bool chat) {
     };
     JobResult total;
     for (size_t i = 0; i < run->jobs.size(); ++i) {
-      if (chat && !write(chunk(i, json{{"role", "assistant"}, {"content", ""}}, nullptr))) return;
+      if (chat && !write(chunk(i, json{{"role", "assistant"}, {"content", ""}}, nullptr))) {
+        run->jobs[i]->Cancel();
+        run->jobs[i]->WaitAll();
+        LogJob(*run, run->jobs[i]->result(), log);
+        return;
+      }
       auto frame = [&](const std::string& text) {
         return chunk(i, chat ? json{{"content", text}} : json(text), nullptr);
       };
-      if (!PumpJob(*run, i, write, frame)) return;
+      bool connected = PumpJob(*run, i, write, frame);
       JobResult r = run->jobs[i]->result();
       LogJob(*run, r, log);
+      if (!connected) return;
       if (Failed(r)) {
         ApiError e = JobError(r);
         write("data: " + Dump(json{{"error", {{"message", e.message}, {"type", e.type}, {"code", e.code}}}}) +

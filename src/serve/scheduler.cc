@@ -91,7 +91,10 @@ Result<SubmitResult> Scheduler::Submit(std::shared_ptr<Job> job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return SubmitResult::kStopping;
-    if (static_cast<int>(queue_.size()) >= opt_.max_queue) return SubmitResult::kQueueFull;
+    // max_queue counts requests that must wait: those a free slot will take at
+    // the next step do not (so max_queue 0 means "only what the slots hold").
+    const int free_slots = std::max(0, opt_.slots - active_.load());
+    if (static_cast<int>(queue_.size()) >= opt_.max_queue + free_slots) return SubmitResult::kQueueFull;
     queue_.push_back({std::move(job), std::move(*sampler)});
     metrics_->Set(metric::kWaiting, name_, static_cast<double>(queue_.size()));
   }
@@ -263,11 +266,11 @@ void Scheduler::FinishSlot(Slot& s, Finish why, const std::string& error) {
     metrics_->Add(metric::kRequestSuccess, name_);
     metrics_->Observe(metric::kE2e, name_, t.total_seconds());
   }
-  s.job->Finish(s.result);
-  s.job.reset();
+  --active_;  // before waking the client, so a finished job never sees itself counted
+  auto job = std::move(s.job);
   s.sampler.reset();
   s.last_used = Clock::now();
-  --active_;
+  job->Finish(s.result);
   UpdateGauges();
 }
 

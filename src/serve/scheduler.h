@@ -43,7 +43,7 @@ struct SchedulerOptions {
   int ctx_per_slot = 4096;  // KV cells per sequence (rounded up to 256)
   int batch = 512;          // most tokens per decode step
   int prefill_chunk = 256;  // most prompt tokens per step while others generate
-  int max_queue = 64;       // waiting requests beyond the busy slots
+  int max_queue = 64;       // requests that may wait while every slot is busy
   int threads = 0;          // 0 = physical cores
   engine::FlashAttn flash_attn = engine::FlashAttn::kAuto;
   std::string kv_type = "f16";

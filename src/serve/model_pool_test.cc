@@ -1,0 +1,140 @@
+// Residency on real models: lazy load, admission refusal, LRU eviction,
+// keep_alive expiry, pinning and explicit unload.
+#include "serve/model_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "testing/test_env.h"
+
+namespace hone::serve {
+namespace {
+
+Registry TwoModels() {
+  auto r = Registry::Build("",
+                           {hone::testing::SharedModel("stories260K.gguf"),
+                            hone::testing::SharedModel("tinystories-d256-l4-f32.gguf")},
+                           {});
+  EXPECT_TRUE(r.ok());
+  return std::move(*r);
+}
+
+PoolOptions Small() {
+  PoolOptions o;
+  o.scheduler.slots = 1;
+  o.scheduler.ctx_per_slot = 256;
+  o.scheduler.threads = 1;
+  return o;
+}
+
+bool Resident(const ModelPool& p, const std::string& name) {
+  for (const auto& r : p.Resident()) {
+    if (r.name == name) return true;
+  }
+  return false;
+}
+
+bool WaitUntilGone(const ModelPool& p, const std::string& name) {
+  for (int i = 0; i < 40 && Resident(p, name); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  return !Resident(p, name);
+}
+
+TEST(ModelPoolTest, LoadsOnFirstAcquireAndReusesAfter) {
+  Registry reg = TwoModels();
+  Metrics metrics;
+  ModelPool pool(reg, Small(), &metrics);
+  EXPECT_TRUE(pool.Resident().empty());
+  {
+    auto a = pool.Acquire("stories260K");
+    ASSERT_TRUE(a.ok()) << a.error().ToString();
+    EXPECT_TRUE((*a)->just_loaded);
+  }
+  auto b = pool.Acquire("stories260K");
+  ASSERT_TRUE(b.ok());
+  EXPECT_FALSE((*b)->just_loaded);
+  EXPECT_EQ(metrics.Get(metric::kLoads, "stories260K"), 1);
+}
+
+TEST(ModelPoolTest, AdmissionRefusesWhatCannotFit) {
+  Registry reg = TwoModels();
+  Metrics metrics;
+  PoolOptions o = Small();
+  o.memory_limit_bytes = 1 << 20;  // 1 MiB: smaller than either model
+  ModelPool pool(reg, o, &metrics);
+  auto a = pool.Acquire("stories260K");
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.error().code, ErrorCode::kOutOfMemory);
+  EXPECT_NE(a.error().message.find("MiB"), std::string::npos);
+  EXPECT_EQ(metrics.Get(metric::kLoadFailures, "stories260K"), 1);
+}
+
+TEST(ModelPoolTest, EvictsTheLeastRecentlyUsedIdleModel) {
+  Registry reg = TwoModels();
+  Metrics metrics;
+  PoolOptions o = Small();
+  ModelPool probe(reg, o, &metrics);
+  uint64_t small = probe.EstimateBytes(reg.entries()[0]), big = probe.EstimateBytes(reg.entries()[1]);
+  o.memory_limit_bytes = small + big - 1;  // one at a time
+  ModelPool pool(reg, o, &metrics);
+  { ASSERT_TRUE(pool.Acquire("stories260K").ok()); }
+  ASSERT_TRUE(Resident(pool, "stories260K"));
+  { ASSERT_TRUE(pool.Acquire("tinystories-d256-l4-f32").ok()); }
+  EXPECT_FALSE(Resident(pool, "stories260K"));
+  EXPECT_TRUE(Resident(pool, "tinystories-d256-l4-f32"));
+  // A busy model is never evicted: the other one is refused instead.
+  auto busy = pool.Acquire("tinystories-d256-l4-f32");
+  ASSERT_TRUE(busy.ok());
+  auto refused = pool.Acquire("stories260K");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::kOutOfMemory);
+}
+
+TEST(ModelPoolTest, PinnedModelsStay) {
+  Registry reg = TwoModels();
+  Metrics metrics;
+  PoolOptions o = Small();
+  ModelPool probe(reg, o, &metrics);
+  o.memory_limit_bytes = probe.EstimateBytes(reg.entries()[0]) + probe.EstimateBytes(reg.entries()[1]) - 1;
+  o.pinned = {"stories260K"};
+  o.default_keep_alive_s = 0;
+  ModelPool pool(reg, o, &metrics);
+  { ASSERT_TRUE(pool.Acquire("stories260K").ok()); }
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_TRUE(Resident(pool, "stories260K"));  // keep_alive 0 does not apply to a pin
+  auto other = pool.Acquire("tinystories-d256-l4-f32");
+  EXPECT_FALSE(other.ok());
+  ASSERT_TRUE(pool.SetPinned("stories260K", false).ok());
+  EXPECT_TRUE(pool.Acquire("tinystories-d256-l4-f32").ok());
+}
+
+TEST(ModelPoolTest, KeepAliveExpiryAndExplicitUnload) {
+  Registry reg = TwoModels();
+  Metrics metrics;
+  ModelPool pool(reg, Small(), &metrics);
+  { ASSERT_TRUE(pool.Acquire("stories260K", 0.3).ok()); }
+  EXPECT_TRUE(Resident(pool, "stories260K"));
+  EXPECT_TRUE(WaitUntilGone(pool, "stories260K"));
+  EXPECT_EQ(metrics.Get(metric::kUnloads, "stories260K"), 1);
+
+  { ASSERT_TRUE(pool.Acquire("stories260K", -1.0).ok()); }  // forever
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_TRUE(Resident(pool, "stories260K"));
+  EXPECT_TRUE(pool.Unload("stories260K").ok());
+  EXPECT_FALSE(Resident(pool, "stories260K"));
+  EXPECT_EQ(pool.Unload("stories260K").error().code, ErrorCode::kNotFound);
+}
+
+TEST(ModelPoolTest, DurationsParseLikeOllama) {
+  EXPECT_DOUBLE_EQ(*ParseDuration("5m"), 300);
+  EXPECT_DOUBLE_EQ(*ParseDuration("1h30m"), 5400);
+  EXPECT_DOUBLE_EQ(*ParseDuration("0"), 0);
+  EXPECT_LT(*ParseDuration("-1"), 0);
+  EXPECT_DOUBLE_EQ(*ParseDuration("250ms"), 0.25);
+  EXPECT_FALSE(ParseDuration("5 minutes").ok());
+  EXPECT_FALSE(ParseDuration("").ok());
+}
+
+}  // namespace
+}  // namespace hone::serve

@@ -1,0 +1,170 @@
+// The scheduler on a real tiny model: continuous batching, chunked prefill,
+// prefix reuse, cancellation, the bounded queue and grammar-constrained output.
+#include "serve/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "serve/json_grammar.h"
+#include "testing/test_env.h"
+
+namespace hone::serve {
+namespace {
+
+using engine::Token;
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto m = engine::Model::Load(hone::testing::SharedModel("stories260K.gguf"));
+    ASSERT_TRUE(m.ok()) << m.error().ToString();
+    model_ = *m;
+  }
+  static void TearDownTestSuite() { model_.reset(); }
+
+  std::unique_ptr<Scheduler> Make(SchedulerOptions o) {
+    o.threads = 2;
+    auto s = Scheduler::Create(model_, o, &metrics_, "stories");
+    EXPECT_TRUE(s.ok()) << s.error().ToString();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+  std::vector<Token> Prompt(const std::string& text) {
+    engine::Tokenizer tok(*model_);
+    return *tok.Encode(text, true, false);
+  }
+  std::shared_ptr<Job> NewJob(const std::string& text, int max_tokens, std::string grammar = "") {
+    engine::SamplingOptions s;
+    s.temperature = 0;
+    s.grammar = std::move(grammar);
+    return std::make_shared<Job>(Prompt(text), max_tokens, s, std::vector<std::string>{},
+                                 Clock::now() + std::chrono::seconds(60));
+  }
+
+  static std::shared_ptr<engine::Model> model_;
+  Metrics metrics_;
+};
+std::shared_ptr<engine::Model> SchedulerTest::model_;
+
+TEST_F(SchedulerTest, OneDecodeStepCarriesEveryActiveSequence) {
+  auto s = Make({.slots = 4, .ctx_per_slot = 256});
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (int i = 0; i < 4; ++i) {
+    jobs.push_back(NewJob("Once upon a time " + std::to_string(i), 24));
+    ASSERT_EQ(*s->Submit(jobs.back()), SubmitResult::kOk);
+  }
+  for (auto& j : jobs) {
+    std::string text = j->WaitAll();
+    JobResult r = j->result();
+    EXPECT_EQ(r.finish, Finish::kLength);
+    EXPECT_EQ(r.completion_tokens, 24);
+    EXPECT_FALSE(text.empty());
+  }
+  EXPECT_EQ(s->max_seqs_per_step(), 4);
+  // Lock-step decoding: far fewer steps than the 96 tokens produced.
+  EXPECT_LT(s->steps(), 60);
+  EXPECT_TRUE(s->idle());
+}
+
+TEST_F(SchedulerTest, BatchedGreedyOutputEqualsAloneOutput) {
+  auto s = Make({.slots = 3, .ctx_per_slot = 256});
+  auto alone = NewJob("The little dog", 16);
+  ASSERT_EQ(*s->Submit(alone), SubmitResult::kOk);
+  std::string expected = alone->WaitAll();
+  auto a = NewJob("A big red ball", 16), b = NewJob("The little dog", 16), c = NewJob("Tom was", 16);
+  for (auto& j : {a, b, c}) ASSERT_EQ(*s->Submit(j), SubmitResult::kOk);
+  a->WaitAll();
+  EXPECT_EQ(b->WaitAll(), expected);
+  c->WaitAll();
+}
+
+TEST_F(SchedulerTest, SharedPrefixIsReusedFromTheCache) {
+  auto s = Make({.slots = 1, .ctx_per_slot = 256});
+  const std::string system = "Once upon a time there was a girl named Lily who loved the sun.";
+  auto first = NewJob(system + " She", 4);
+  ASSERT_EQ(*s->Submit(first), SubmitResult::kOk);
+  first->WaitAll();
+  EXPECT_EQ(first->result().cached_tokens, 0);
+  auto second = NewJob(system + " He", 4);
+  ASSERT_EQ(*s->Submit(second), SubmitResult::kOk);
+  second->WaitAll();
+  int shared = static_cast<int>(Prompt(system).size());
+  EXPECT_GE(second->result().cached_tokens, shared - 1);
+  EXPECT_LT(second->result().cached_tokens, second->result().prompt_tokens);
+}
+
+TEST_F(SchedulerTest, CancelStopsTheSequenceWithinAStep) {
+  auto s = Make({.slots = 2, .ctx_per_slot = 1024});
+  auto job = NewJob("Once upon a time", -1);
+  ASSERT_EQ(*s->Submit(job), SubmitResult::kOk);
+  bool done = false;
+  std::string got;
+  while (got.size() < 8 && !done) got += job->Take(std::chrono::milliseconds(100), &done);
+  ASSERT_FALSE(done);
+  long at_cancel = s->steps();
+  job->Cancel();
+  job->WaitAll();
+  EXPECT_EQ(job->result().finish, Finish::kCancelled);
+  EXPECT_LE(s->steps() - at_cancel, 1);
+  EXPECT_LT(job->result().completion_tokens, 900);
+}
+
+TEST_F(SchedulerTest, LongPromptIsPrefilledInChunksBesideRunningStreams) {
+  auto s = Make({.slots = 2, .ctx_per_slot = 1024, .batch = 64, .prefill_chunk = 8});
+  auto runner = NewJob("Once upon a time", 200);
+  ASSERT_EQ(*s->Submit(runner), SubmitResult::kOk);
+  bool done = false;
+  while (runner->Take(std::chrono::milliseconds(50), &done).empty() && !done) {
+  }
+  std::string long_text;
+  for (int i = 0; i < 30; ++i) long_text += "The cat sat on the mat. ";
+  auto big = NewJob(long_text, 1);
+  size_t n_prompt = big->prompt.size();
+  long before = s->steps();
+  ASSERT_EQ(*s->Submit(big), SubmitResult::kOk);
+  big->WaitAll();
+  // At most 8 prompt tokens per step while the runner streams: many small steps.
+  EXPECT_GE(s->steps() - before, static_cast<long>(n_prompt / 8));
+  EXPECT_EQ(s->max_seqs_per_step(), 2);
+  runner->WaitAll();
+  EXPECT_EQ(runner->result().finish, Finish::kLength);
+  EXPECT_EQ(big->result().finish, Finish::kLength);
+}
+
+TEST_F(SchedulerTest, QueueBeyondItsBoundIsRefused) {
+  auto s = Make({.slots = 1, .ctx_per_slot = 1024, .max_queue = 1});
+  std::vector<std::shared_ptr<Job>> jobs;
+  bool refused = false;
+  for (int i = 0; i < 4 && !refused; ++i) {
+    jobs.push_back(NewJob("Once upon a time", 500));
+    refused = *s->Submit(jobs.back()) == SubmitResult::kQueueFull;
+  }
+  EXPECT_TRUE(refused);
+  for (auto& j : jobs) j->Cancel();
+}
+
+TEST_F(SchedulerTest, PromptLongerThanTheSlotIsAnError) {
+  auto s = Make({.slots = 1, .ctx_per_slot = 256});
+  std::string text;
+  for (int i = 0; i < 100; ++i) text += "the cat and the dog ";
+  auto r = s->Submit(NewJob(text, 4));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+}
+
+TEST_F(SchedulerTest, GrammarConstrainsOutputToTheSchema) {
+  auto s = Make({.slots = 1, .ctx_per_slot = 256});
+  auto g = JsonSchemaGrammar(nlohmann::json::parse(
+      R"({"type":"object","properties":{"mood":{"enum":["happy","sad"]},"age":{"type":"integer"}}})"));
+  ASSERT_TRUE(g.ok());
+  auto job = NewJob("Lily was", 48, *g);
+  ASSERT_EQ(*s->Submit(job), SubmitResult::kOk);
+  std::string text = job->WaitAll();
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << text;
+  EXPECT_TRUE(j["mood"] == "happy" || j["mood"] == "sad") << text;
+  EXPECT_TRUE(j["age"].is_number_integer()) << text;
+}
+
+}  // namespace
+}  // namespace hone::serve

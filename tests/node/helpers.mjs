@@ -1,0 +1,83 @@
+// Starts `hone serve` on a free loopback port with small real models and
+// stops it after the tests. Paths come from CTest (tests/serve.cmake):
+// HONE_BINARY, HONE_SHARED, HONE_TEST_TMP.
+import { spawn, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+
+const root = path.resolve(import.meta.dirname, '../..');
+export const HONE = process.env.HONE_BINARY || path.join(root, 'build/hone');
+export const SHARED = process.env.HONE_SHARED || path.resolve(root, '../shared');
+export const TMP = process.env.HONE_TEST_TMP || path.join(root, 'build/test-tmp');
+
+// A folder of models named by file stem: stories260K (trained, no chat
+// template), tiny (synthetic Qwen2 shape with its chat template), and the
+// random llama-2 model whose byte tokens break UTF-8.
+export function modelsDir() {
+  const dir = path.join(TMP, 'serve-node-models');
+  fs.mkdirSync(dir, { recursive: true });
+  const tiny = path.join(dir, 'tiny.gguf');
+  if (!fs.existsSync(tiny)) {
+    execFileSync(HONE, ['synth', '--like', 'tiny', '--out', tiny + '.part'], { stdio: 'ignore' });
+    fs.renameSync(tiny + '.part', tiny);
+  }
+  for (const f of ['stories260K.gguf', 'llama-2-tiny-random.gguf']) {
+    const link = path.join(dir, f);
+    if (!fs.existsSync(link)) fs.symlinkSync(path.join(SHARED, 'models', f), link);
+  }
+  return dir;
+}
+
+// Resolves once the server prints its address. `env` adds HONE_* variables.
+export async function startServer(args = [], env = {}) {
+  const proc = spawn(HONE, ['serve', '--port', '0', '--threads', '2', ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let log = '';
+  const url = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('hone serve did not start:\n' + log)), 20000);
+    proc.stderr.on('data', (d) => {
+      log += d;
+      const m = /listening on (http:\/\/[^\s]+)/.exec(log);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+    });
+    proc.on('exit', (code) => reject(new Error(`hone serve exited with ${code}:\n${log}`)));
+  });
+  return {
+    url,
+    log: () => log,
+    async stop() {
+      if (proc.exitCode !== null) return;
+      const exited = new Promise((r) => proc.on('exit', r));
+      proc.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+export async function post(url, body, headers = {}) {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let json = null;
+  try {
+    json = JSON.parse(text);
+  } catch {}
+  return { status: res.status, headers: res.headers, text, json };
+}
+
+export async function metric(url, name, model) {
+  const text = await (await fetch(url + '/metrics')).text();
+  const re = new RegExp(`^${name.replace(/[:]/g, '\\:')}\\{model_name="${model}"\\} ([0-9.e+-]+)$`, 'm');
+  const m = re.exec(text);
+  return m ? Number(m[1]) : null;
+}
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));

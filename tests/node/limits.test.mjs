@@ -1,0 +1,95 @@
+// Refusals: API keys, a full queue (429 + Retry-After, 503 on Ollama's API),
+// memory admission, explicit load/unload, and /health before anything can serve.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import OpenAI from 'openai';
+import { modelsDir, startServer, post, TMP } from './helpers.mjs';
+
+test('API keys: 401 without the right Bearer key, never logged', async () => {
+  const server = await startServer(['--models', modelsDir()], { HONE_API_KEYS: 'sk-right-key' });
+  try {
+    const wrong = new OpenAI({ baseURL: server.url + '/v1', apiKey: 'sk-wrong', maxRetries: 0 });
+    await assert.rejects(wrong.models.list(), (e) => e.status === 401 && e.code === 'invalid_api_key');
+    const none = await post(server.url + '/api/generate', { model: 'tiny', prompt: 'x' });
+    assert.equal(none.status, 401);
+    assert.equal(typeof none.json.error, 'string', 'Ollama envelope on /api');
+    const right = new OpenAI({ baseURL: server.url + '/v1', apiKey: 'sk-right-key', maxRetries: 0 });
+    const models = await right.models.list();
+    assert.ok(models.data.length > 0);
+    assert.equal((await fetch(server.url + '/health')).status, 200, '/health needs no key');
+    assert.ok(!server.log().includes('sk-right-key') && !server.log().includes('sk-wrong'));
+  } finally {
+    await server.stop();
+  }
+});
+
+test('a full queue answers 429 with Retry-After, and 503 on the Ollama API', async () => {
+  const server = await startServer(['--models', modelsDir(), '--slots', '1', '--max-queue', '0']);
+  try {
+    const long = { model: 'stories260K', prompt: 'Once', max_tokens: 2000, stream: true };
+    const ac = new AbortController();
+    const first = await fetch(server.url + '/v1/completions', { method: 'POST', body: JSON.stringify(long), signal: ac.signal });
+    assert.equal(first.status, 200);
+    const busy = await post(server.url + '/v1/completions', { ...long, stream: false });
+    assert.equal(busy.status, 429);
+    assert.equal(busy.headers.get('retry-after'), '1');
+    assert.equal(busy.json.error.code, 'rate_limit_exceeded');
+    const ollamaBusy = await post(server.url + '/api/generate', { model: 'stories260K', prompt: 'x', stream: false });
+    assert.equal(ollamaBusy.status, 503);
+    ac.abort();
+  } finally {
+    await server.stop();
+  }
+});
+
+test('memory admission refuses a model that does not fit, and the server goes on', async () => {
+  const server = await startServer(['--models', modelsDir(), '--memory-limit', '12M', '--ctx', '256', '--slots', '1']);
+  try {
+    const big = await post(server.url + '/v1/completions', { model: 'tiny', prompt: 'x', max_tokens: 2 });
+    assert.equal(big.status, 507);
+    assert.equal(big.json.error.code, 'insufficient_memory');
+    assert.match(big.json.error.message, /MiB/);
+    const small = await post(server.url + '/v1/completions', { model: 'stories260K', prompt: 'Once', max_tokens: 2 });
+    assert.equal(small.status, 200);
+  } finally {
+    await server.stop();
+  }
+});
+
+test('explicit load, pin and unload endpoints; a config file with an alias', async () => {
+  const cfg = path.join(TMP, 'serve-node.toml');
+  fs.writeFileSync(cfg, `models = "${modelsDir()}"\nkeep_alive = "-1"\n[aliases]\nstory = "stories260K"\n`);
+  const server = await startServer(['--config', cfg]);
+  try {
+    const load = await post(server.url + '/hone/load', { model: 'story', pin: true });
+    assert.equal(load.status, 200);
+    assert.equal(load.json.model, 'stories260K');
+    const ps = await (await fetch(server.url + '/api/ps')).json();
+    assert.equal(ps.models[0].name, 'stories260K');
+    assert.equal(ps.models[0].pinned, true);
+    const r = await post(server.url + '/v1/chat/completions', { model: 'story', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 });
+    assert.equal(r.status, 200);
+    assert.equal((await post(server.url + '/hone/unload', { model: 'stories260K' })).status, 200);
+    assert.equal((await post(server.url + '/hone/unload', { model: 'stories260K' })).status, 404);
+    assert.equal((await (await fetch(server.url + '/api/ps')).json()).models.length, 0);
+  } finally {
+    await server.stop();
+  }
+});
+
+test('a model that fails to load gets a clear error; /health is 503 when nothing can serve', async () => {
+  const dir = path.join(TMP, 'serve-node-broken');
+  fs.mkdirSync(dir, { recursive: true });
+  fs.writeFileSync(path.join(dir, 'broken.gguf'), 'not a gguf file at all');
+  const server = await startServer(['--models', dir]);
+  try {
+    assert.equal((await fetch(server.url + '/health')).status, 503);
+    const r = await post(server.url + '/v1/completions', { model: 'broken', prompt: 'x' });
+    assert.equal(r.status, 500);
+    assert.ok(r.json.error.message.length > 0);
+  } finally {
+    await server.stop();
+  }
+});

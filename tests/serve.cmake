@@ -1,0 +1,21 @@
+# hone serve: unit tests (scheduler, registry, pool, config) and the end-to-end
+# client tests with the official openai and ollama npm packages (tests/node).
+hone_test(serve_tests
+  ${SRC}/serve/scheduler_test.cc
+  ${SRC}/serve/registry_test.cc
+  ${SRC}/serve/model_pool_test.cc
+  ${SRC}/serve/config_test.cc
+  LIBS hone_serve nlohmann_json::nlohmann_json)
+
+find_program(HONE_NODE node)
+# Needs tests/node/node_modules: test.sh runs scripts/install-node-deps.sh first.
+if(HONE_NODE)
+  add_test(NAME serve_node_clients
+           COMMAND ${HONE_NODE} --test --test-concurrency=1
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/tests/node)
+  set_tests_properties(serve_node_clients PROPERTIES
+    ENVIRONMENT "HONE_BINARY=$<TARGET_FILE:hone>;HONE_SHARED=${HONE_SHARED_DIR};HONE_TEST_TMP=${HONE_TEST_TMP}"
+    TIMEOUT 600)
+else()
+  message(WARNING "serve: node not found; the client tests are not registered")
+endif()
