@@ -55,6 +55,10 @@ Result<ImatrixSummary> ComputeImatrix(const std::string& model_path, const std::
     bar.Update(c + 1);
   }
   bar.Finish();
+  if (auto parent = std::filesystem::path(out).parent_path(); !parent.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(parent, ec);
+  }
   if (Status s = collector.Write(out, {calib}, chunks, n_ctx); !s.ok()) return s.error();
   ImatrixSummary r;
   r.chunks = chunks;

@@ -12,6 +12,7 @@
 #include "engine/generator.h"
 #include "engine/model.h"
 #include "engine/tokenizer.h"
+#include "tune/profile.h"
 #include "util/stats.h"
 
 namespace hone::quant {
@@ -155,16 +156,25 @@ ModelRow MeasureModel(const std::string& path, const MeasureInputs& in) {
   row.file_bytes = info->file_bytes;
   row.bpw = info->bits_per_weight;
   row.page_cache_warm = PageCacheResidency(path);
+  // A profile from `hone tune` for this machine and file sets the run
+  // parameters (threads, batch, pinning, load mode), unless --threads was given.
+  engine::LoadOptions lo;
+  engine::SessionOptions so;
+  so.threads = opt.threads;
+  if (opt.threads <= 0 && opt.use_profile) {
+    if (auto prof = tune::FindProfile(path); prof && prof->has_value()) {
+      tune::ApplyProfile(**prof, &so, &lo);
+      row.profile = (*prof)->path;
+    }
+  }
   ResetPeakRss();
-  auto model = engine::Model::Load(path);
+  auto model = engine::Model::Load(path, lo);
   if (!model) return fail(model.error());
   row.load_s = (*model)->load_seconds();
   engine::Tokenizer tok(**model);
 
-  engine::SessionOptions so;
   so.n_ctx = std::max(opt.ctx, opt.prompt_tokens + opt.gen_tokens + 8);
-  so.n_batch = std::max<uint32_t>(so.n_ctx, 512);
-  so.threads = opt.threads;
+  if (row.profile.empty()) so.n_batch = std::max<uint32_t>(so.n_ctx, 512);
   auto session = engine::Session::Create(*model, so);
   if (!session) return fail(session.error());
   if (opt.speed) {

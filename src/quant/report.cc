@@ -89,6 +89,7 @@ nlohmann::json RowToJson(const ModelRow& r) {
                       {"error", r.error},
                       {"is_ref", r.is_ref},
                       {"cached", r.cached},
+                      {"profile", r.profile},
                       {"file_bytes", r.file_bytes},
                       {"bpw", r.bpw},
                       {"load_s", r.load_s},
@@ -117,6 +118,7 @@ ModelRow RowFromJson(const nlohmann::json& j) {
   r.ok = j.value("ok", false);
   r.error = j.value("error", "");
   r.is_ref = j.value("is_ref", false);
+  r.profile = j.value("profile", "");
   r.file_bytes = j.value("file_bytes", uint64_t{0});
   r.bpw = j.value("bpw", 0.0);
   r.load_s = j.value("load_s", 0.0);
