@@ -73,6 +73,8 @@ Result<serve::PoolOptions> PoolOptionsFrom(const serve::ServeConfig& c) {
     p.memory_limit_bytes = *m;
   }
   p.pinned = c.pinned;
+  p.use_profiles = c.profiles;
+  p.slots_explicit = c.slots_set;
   return p;
 }
 

@@ -48,8 +48,13 @@ const std::vector<Setting>& Settings() {
        [](ServeConfig& c, const std::string& v) { return c.host = v, Status::Ok(); }},
       {"port", "Port (0 = any free port)",
        [](ServeConfig& c, const std::string& v) { return Int("port", v, &c.port, 0); }},
-      {"slots", "Parallel sequences per model",
-       [](ServeConfig& c, const std::string& v) { return Int("slots", v, &c.slots, 1); }},
+      {"slots", "Parallel sequences per model (default: a tuned profile's, else 4)",
+       [](ServeConfig& c, const std::string& v) {
+         c.slots_set = true;
+         return Int("slots", v, &c.slots, 1);
+       }},
+      {"profiles", "Apply tuned profiles from `hone tune` (true/false)",
+       [](ServeConfig& c, const std::string& v) { return Bool("profiles", v, &c.profiles); }},
       {"ctx", "Context (tokens) per slot",
        [](ServeConfig& c, const std::string& v) { return Int("ctx", v, &c.ctx, 16); }},
       {"batch", "Most tokens per decode step",

@@ -19,6 +19,8 @@ struct ServeConfig {
   std::string host = "127.0.0.1";
   int port = 8080;          // 0: any free port (printed at start)
   int slots = 4;            // parallel sequences per model
+  bool slots_set = false;   // given explicitly (else a tuned profile may choose)
+  bool profiles = true;     // apply `hone tune` profiles
   int ctx = 4096;           // context per slot
   int batch = 512;          // most tokens per decode step
   int prefill_chunk = 256;  // most prompt tokens per step while others stream

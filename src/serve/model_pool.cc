@@ -6,6 +6,9 @@
 #include "engine/gguf_file.h"
 #include "engine/memory_estimate.h"
 #include "hw/probe.h"
+#ifdef HONE_HAVE_TUNE
+#include "tune/profile.h"
+#endif
 
 namespace hone::serve {
 namespace {
@@ -91,16 +94,15 @@ ModelPool::~ModelPool() {
   Drop(std::move(all));
 }
 
-uint64_t ModelPool::EstimateBytes(const RegistryEntry& e) const {
+uint64_t ModelPool::EstimateBytes(const RegistryEntry& e, const SchedulerOptions& s) const {
   auto gguf = engine::ReadGguf(e.path);
   if (!gguf) return e.file_bytes;
-  const SchedulerOptions& s = opt_.scheduler;
   engine::MemoryRequest req;
   req.n_ctx = static_cast<uint32_t>((s.ctx_per_slot + 255) / 256 * 256 * s.slots);
   req.n_ubatch = static_cast<uint32_t>(s.batch);
   req.n_seq = static_cast<uint32_t>(s.slots);
-  req.kv_type = s.kv_type;
-  req.flash_attn = s.flash_attn == engine::FlashAttn::kOn;
+  req.kv_type = s.tuned ? s.tuned->kv_type_k : s.kv_type;
+  req.flash_attn = (s.tuned ? s.tuned->flash_attn : s.flash_attn) == engine::FlashAttn::kOn;
   auto est = engine::EstimateMemory(*gguf, req);
   return est ? est->total() : e.file_bytes;
 }
@@ -151,20 +153,34 @@ Status ModelPool::Admit(const RegistryEntry& e, uint64_t need) {
 }
 
 Result<std::shared_ptr<LoadedModel>> ModelPool::Load(const RegistryEntry& e) {
-  uint64_t need = EstimateBytes(e);
+  SchedulerOptions so = opt_.scheduler;
+  engine::LoadOptions lo;
+  lo.mode = opt_.load_mode;
+  std::string profile_path;
+#ifdef HONE_HAVE_TUNE
+  if (opt_.use_profiles) {
+    if (auto p = tune::FindProfile(e.path); p && p->has_value()) {
+      engine::SessionOptions tuned;
+      tune::ApplyProfile(**p, &tuned, &lo);
+      so.tuned = tuned;
+      const tune::Profile& prof = **p;
+      int slots = prof.config.n_parallel > 1 ? prof.config.n_parallel : prof.concurrency;
+      if (!opt_.slots_explicit && slots > 1) so.slots = slots;
+      profile_path = (*p)->path;
+    }
+  }
+#endif
+  uint64_t need = EstimateBytes(e, so);
   if (Status s = Admit(e, need); !s) {
     metrics_->Add(metric::kLoadFailures, e.name);
     return s.error();
   }
   auto t0 = Clock::now();
-  engine::LoadOptions lo;
-  lo.mode = opt_.load_mode;
   auto model = engine::Model::Load(e.path, lo);
   if (!model) {
     metrics_->Add(metric::kLoadFailures, e.name);
     return model.error();
   }
-  SchedulerOptions so = opt_.scheduler;
   auto sched = Scheduler::Create(*model, so, metrics_, e.name);
   if (!sched) {
     metrics_->Add(metric::kLoadFailures, e.name);
@@ -179,6 +195,7 @@ Result<std::shared_ptr<LoadedModel>> ModelPool::Load(const RegistryEntry& e) {
   m->pinned = std::find(opt_.pinned.begin(), opt_.pinned.end(), e.name) != opt_.pinned.end();
   m->loaded_at = m->last_used_ = Clock::now();
   m->expires_ = ExpiryFor(opt_.default_keep_alive_s);
+  m->profile = profile_path;
   metrics_->Add(metric::kLoads, e.name);
   metrics_->Observe(metric::kLoadSeconds, e.name, m->load_seconds);
   return m;

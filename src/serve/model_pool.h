@@ -28,6 +28,10 @@ struct PoolOptions {
   uint64_t memory_limit_bytes = 0;    // 0 = what the machine (and cgroup) has free
   double default_keep_alive_s = 300;  // < 0: forever
   std::vector<std::string> pinned;    // model names never evicted nor expired
+  // Apply `hone tune` profiles for this machine and model when there is one;
+  // its concurrency sets the slots unless they were given explicitly.
+  bool use_profiles = true;
+  bool slots_explicit = false;
 };
 
 // A resident model. Requests hold it through a Lease so it is not evicted under them.
@@ -40,6 +44,7 @@ class LoadedModel {
   double load_seconds = 0;
   bool pinned = false;
   Clock::time_point loaded_at;
+  std::string profile;  // the tuned profile applied, empty when none
 
   // Embeddings run on their own small session, created on first use.
   Result<engine::EmbedResult> Embed(const std::vector<std::string>& texts, int threads);
@@ -94,7 +99,8 @@ class ModelPool {
   Status Unload(const std::string& name);
   Status SetPinned(const std::string& name, bool pinned);
   std::vector<ResidentInfo> Resident() const;
-  uint64_t EstimateBytes(const RegistryEntry& e) const;
+  uint64_t EstimateBytes(const RegistryEntry& e) const { return EstimateBytes(e, opt_.scheduler); }
+  uint64_t EstimateBytes(const RegistryEntry& e, const SchedulerOptions& s) const;
   const Registry& registry() const { return registry_; }
 
  private:

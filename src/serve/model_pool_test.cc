@@ -36,7 +36,7 @@ bool Resident(const ModelPool& p, const std::string& name) {
 }
 
 bool WaitUntilGone(const ModelPool& p, const std::string& name) {
-  for (int i = 0; i < 40 && Resident(p, name); ++i)
+  for (int i = 0; i < 100 && Resident(p, name); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   return !Resident(p, name);
 }
@@ -113,7 +113,7 @@ TEST(ModelPoolTest, KeepAliveExpiryAndExplicitUnload) {
   Registry reg = TwoModels();
   Metrics metrics;
   ModelPool pool(reg, Small(), &metrics);
-  { ASSERT_TRUE(pool.Acquire("stories260K", 0.3).ok()); }
+  { ASSERT_TRUE(pool.Acquire("stories260K", 1.0).ok()); }
   EXPECT_TRUE(Resident(pool, "stories260K"));
   EXPECT_TRUE(WaitUntilGone(pool, "stories260K"));
   EXPECT_EQ(metrics.Get(metric::kUnloads, "stories260K"), 1);
@@ -135,6 +135,51 @@ TEST(ModelPoolTest, DurationsParseLikeOllama) {
   EXPECT_FALSE(ParseDuration("5 minutes").ok());
   EXPECT_FALSE(ParseDuration("").ok());
 }
+
+#ifdef HONE_HAVE_TUNE
+}  // namespace
+}  // namespace hone::serve
+
+#include <cstdlib>
+
+#include "hw/probe.h"
+#include "tune/profile.h"
+
+namespace hone::serve {
+namespace {
+
+TEST(ModelPoolTest, TunedProfileChoosesSlotsUnlessGiven) {
+  std::string dir = hone::testing::TempPath("serve_profiles");
+  setenv("HONE_PROFILE_DIR", dir.c_str(), 1);
+  std::string model = hone::testing::SharedModel("stories260K.gguf");
+  hw::ProbeOptions po;
+  po.measure_bandwidth = false;
+  tune::Profile p;
+  p.fingerprint = hw::Fingerprint(*hw::Probe(po));
+  p.model_hash = *tune::ModelHash(model);
+  p.workload = "server";
+  p.concurrency = 3;
+  p.config.threads = p.config.threads_batch = 1;
+  p.config.n_parallel = 3;
+  ASSERT_TRUE(tune::SaveProfile(p, tune::ProfilePath(p.fingerprint, p.model_hash)).ok());
+  Registry reg = TwoModels();
+  Metrics metrics;
+  {
+    ModelPool pool(reg, Small(), &metrics);
+    auto lease = pool.Acquire("stories260K");
+    ASSERT_TRUE(lease.ok()) << lease.error().ToString();
+    EXPECT_EQ((**lease)->scheduler->options().slots, 3);
+    EXPECT_FALSE((**lease)->profile.empty());
+  }
+  PoolOptions explicit_slots = Small();
+  explicit_slots.slots_explicit = true;
+  ModelPool pool(reg, explicit_slots, &metrics);
+  auto lease = pool.Acquire("stories260K");
+  ASSERT_TRUE(lease.ok());
+  EXPECT_EQ((**lease)->scheduler->options().slots, 1);
+  unsetenv("HONE_PROFILE_DIR");
+}
+#endif  // HONE_HAVE_TUNE
 
 }  // namespace
 }  // namespace hone::serve

@@ -11,3 +11,8 @@ target_include_directories(hone_serve PRIVATE ${HONE_HTTPLIB_INCLUDE})
 target_link_libraries(hone_serve PUBLIC hone_engine hone_hw hone_util nlohmann_json::nlohmann_json
                       PRIVATE ${HONE_HTTPLIB_LIB} tomlplusplus::tomlplusplus Threads::Threads)
 target_link_libraries(hone PRIVATE hone_serve)
+# Tuned profiles (issue 3) choose slots and run parameters when present.
+if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/tune/module.cmake)
+  target_link_libraries(hone_serve PRIVATE hone_tune)
+  target_compile_definitions(hone_serve PRIVATE HONE_HAVE_TUNE=1)
+endif()

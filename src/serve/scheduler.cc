@@ -35,14 +35,17 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(std::shared_ptr<engine::Mod
   opt.ctx_per_slot = (opt.ctx_per_slot + 255) / 256 * 256;
   opt.batch = std::max(opt.batch, opt.slots);
   opt.prefill_chunk = std::clamp(opt.prefill_chunk, 1, opt.batch);
-  engine::SessionOptions so;
+  engine::SessionOptions so = opt.tuned.value_or(engine::SessionOptions{});
+  if (!opt.tuned) {
+    so.threads = opt.threads;
+    so.flash_attn = opt.flash_attn;
+    so.kv_type_k = so.kv_type_v = opt.kv_type;
+    so.n_ubatch = static_cast<uint32_t>(opt.batch);
+  }
   so.n_ctx = static_cast<uint32_t>(opt.ctx_per_slot * opt.slots);
   so.n_seq_max = static_cast<uint32_t>(opt.slots);
   so.n_batch = static_cast<uint32_t>(opt.batch);
-  so.n_ubatch = static_cast<uint32_t>(opt.batch);
-  so.threads = opt.threads;
-  so.flash_attn = opt.flash_attn;
-  so.kv_type_k = so.kv_type_v = opt.kv_type;
+  so.n_ubatch = std::min<uint32_t>(so.n_ubatch, so.n_batch);
   so.memory_budget_bytes = opt.memory_budget_bytes;
   auto session = engine::Session::Create(model, so);
   if (!session) return session.error();

@@ -25,6 +25,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,6 +49,9 @@ struct SchedulerOptions {
   engine::FlashAttn flash_attn = engine::FlashAttn::kAuto;
   std::string kv_type = "f16";
   uint64_t memory_budget_bytes = 0;
+  // Run parameters from a tuned profile (threads, pinning, ubatch, attention,
+  // KV type); when set they replace threads/flash_attn/kv_type above.
+  std::optional<engine::SessionOptions> tuned;
 };
 
 enum class SubmitResult { kOk, kQueueFull, kStopping };
