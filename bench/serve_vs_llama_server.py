@@ -161,6 +161,8 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--hone", default=os.path.join(ROOT, "build/hone"))
     ap.add_argument("--peer-bin", default=os.environ.get("HONE_PEER_BIN"))
+    ap.add_argument("--servers", help="comma-separated name prefixes, e.g. 'hone,llama-server -np'")
+    ap.add_argument("--stamp", default=datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M"))
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "bench/results"))
     a = ap.parse_args()
     peer_bin = a.peer_bin or os.path.join(peer_prefix(), "bin")
@@ -179,22 +181,28 @@ def main():
         f"llama-server -np {slots}": [os.path.join(peer_bin, "llama-server"), "-m", model, "--port", "{port}",
                                       "-t", str(threads), "-np", str(slots), "-c", str(slots * ctx_slot), "-a", name],
     }
+    if a.servers:
+        keep = [x.strip() for x in a.servers.split(",")]
+        servers = {k: v for k, v in servers.items() if any(k.startswith(x) for x in keep)}
     data = {s: {c: [] for c in levels} for s in servers}
-    for rep in range(a.reps):
-        for sname, cmd in servers.items():
-            port = free_port()
-            with Server(sname, [x.replace("{port}", str(port)) for x in cmd], port) as srv:
-                stream_chat(port, name, QUESTIONS[0], 8, seed=1)  # warm: load, first graph, prefix
-                for c in levels:
+    cold = {}
+    # Level by level, servers interleaved, results rewritten after each level:
+    # a run cut short still compares every server at the levels it reached.
+    for c in levels:
+        for rep in range(a.reps):
+            for sname, cmd in servers.items():
+                port = free_port()
+                with Server(sname, [x.replace("{port}", str(port)) for x in cmd], port) as srv:
+                    stream_chat(port, name, QUESTIONS[0], 8, seed=1)  # warm: load, first graph, prefix
                     per_client = 2 if c == 1 else 1
                     r = run_level(port, name, c, per_client, a.max_tokens, rep)
                     data[sname][c].append(r)
                     print(f"rep {rep} {sname:28s} c={c}: {r['tps']:.1f} tok/s, TTFT p50 {1000 * pct(r['ttft'], .5):.0f} ms",
                           file=sys.stderr)
+        write_results(a, machine, threads, model, servers, [x for x in levels if data[next(iter(servers))][x]], data, cold)
 
     # Cold start: first request to a model hone has not loaded (page cache warm
     # from the runs above); then RSS once keep_alive has expired.
-    cold = {}
     port = free_port()
     with Server("hone cold", [a.hone, "serve", "-m", model, "--port", str(port), "--slots", str(slots), "--ctx",
                               str(ctx_slot), "--threads", str(threads), "--keep-alive", "2s", "--quiet", "true"],
@@ -207,10 +215,14 @@ def main():
         cold["rss_after_keep_alive_mb"] = rss_mb(srv.proc.pid)
     port = free_port()
     t0 = time.perf_counter()
-    with Server("peer cold", [x.replace("{port}", str(port)) for x in servers["llama-server (defaults)"]], port) as srv:
+    peer_cmd = [os.path.join(peer_bin, "llama-server"), "-m", model, "--port", str(port), "-t", str(threads), "-a", name]
+    with Server("peer cold", peer_cmd, port) as srv:
         ttft, _, _ = stream_chat(port, name, QUESTIONS[1], 16, seed=3)
         cold["llama_server_start_to_first_token_s"] = time.perf_counter() - t0
+    write_results(a, machine, threads, model, servers, levels, data, cold)
 
+
+def write_results(a, machine, threads, model, servers, levels, data, cold):
     rows = {}
     for sname in servers:
         for c in levels:
@@ -220,7 +232,7 @@ def main():
                                     "ttft_p99": pct([x for r in runs for x in r["ttft"]], .99),
                                     "itl_p50": pct([x for r in runs for x in r["itl"]], .5),
                                     "itl_p99": pct([x for r in runs for x in r["itl"]], .99)}
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M")
+    stamp = a.stamp
     host = socket.gethostname().split(".")[0] or "host"
     m = {k: machine[k] for k in ("cpu_model", "arch", "physical_cores", "logical_cpus")}
     result = {"benchmark": "serve_vs_llama_server", "date": stamp, "model": model, "threads": threads, "reps": a.reps,
@@ -232,7 +244,8 @@ def main():
     md = [f"# serve_vs_llama_server", "", f"- date: {stamp} UTC", f"- machine: {m['cpu_model']} ({m['arch']}), "
           f"{m['physical_cores']} cores / {m['logical_cpus']} CPUs; {threads} threads per server",
           f"- model: `{os.path.relpath(model, ROOT)}`; workload: ~300-token shared system prompt, ~30-token user turn, "
-          f"{a.max_tokens} generated tokens, streamed; {a.reps} repetitions per level (servers interleaved)", "",
+          f"{a.max_tokens} generated tokens, streamed; {a.reps} repetitions per level (servers interleaved)",
+          f"- load average when written: {os.getloadavg()[0]:.1f} (other jobs share this machine: expect noise)", "",
           "| server | clients | agg tok/s (mean ± 95% CI) | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms |",
           "|---|---|---|---|---|---|---|"]
     for r in rows.values():
@@ -241,14 +254,19 @@ def main():
                   f"{1000 * r['itl_p99']:.1f} |")
     md += ["", "Ratio of aggregate tok/s, hone / peer:", ""]
     for c in levels:
+        if f"hone serve|{c}" not in rows:
+            continue
         h = rows[f"hone serve|{c}"]["tps"]["mean"]
-        for peer in list(servers)[1:]:
+        for peer in [x for x in servers if x != "hone serve"]:
             md.append(f"- {c} clients: hone / {peer} = **{h / rows[f'{peer}|{c}']['tps']['mean']:.2f}**")
-    md += ["", f"Cold start: hone TTFT of a first request to an unloaded model = "
-           f"{1000 * cold['hone_unloaded_ttft_s']:.0f} ms (page cache warm); llama-server process start to first "
-           f"token = {1000 * cold['llama_server_start_to_first_token_s']:.0f} ms.",
-           f"hone RSS: {cold['rss_before_mb']:.0f} MiB idle before loading, {cold['rss_loaded_mb']:.0f} MiB loaded, "
-           f"{cold['rss_after_keep_alive_mb']:.0f} MiB after keep_alive (2 s) expired."]
+    if cold:
+        md += ["", f"Cold start: hone TTFT of a first request to an unloaded model = "
+               f"{1000 * cold['hone_unloaded_ttft_s']:.0f} ms (page cache warm); llama-server process start to first "
+               f"token = {1000 * cold['llama_server_start_to_first_token_s']:.0f} ms.",
+               f"hone RSS: {cold['rss_before_mb']:.0f} MiB idle before loading, {cold['rss_loaded_mb']:.0f} MiB loaded, "
+               f"{cold['rss_after_keep_alive_mb']:.0f} MiB after keep_alive (2 s) expired."]
+    else:
+        md += ["", "(cold-start and RSS measurements not reached yet)"]
     with open(base + ".md", "w") as f:
         f.write("\n".join(md) + "\n")
     print("\n".join(md))
