@@ -131,7 +131,8 @@ Runner AddBenchCommand(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--no-speed", a->no_speed, "Skip the speed measurement");
-  cmd->add_flag("--no-profile", [a](int64_t) { a->opt.use_profile = false; }, "Ignore tuned profiles from hone tune");
+  cmd->add_flag(
+      "--no-profile", [a](int64_t) { a->opt.use_profile = false; }, "Ignore tuned profiles from hone tune");
   cmd->add_option("--max-ram", a->max_ram, "Recommendation: most memory (e.g. 2G)");
   cmd->add_option("--max-kld", a->max_kld, "Recommendation: highest mean KL divergence");
   cmd->add_option("--min-pass-rate", a->min_pass_rate, "Recommendation: lowest task pass rate (0..1)");

@@ -27,8 +27,8 @@ struct BenchOptions {
   int gen_tokens = 32;      // speed: tokens decoded
   int reps = 3;             // speed repetitions (after one warm-up)
   bool speed = true;
-  bool use_profile = true;      // apply `hone tune`'s profile for a model when one exists
-  std::string cache_dir;  // empty = no cache
+  bool use_profile = true;  // apply `hone tune`'s profile for a model when one exists
+  std::string cache_dir;    // empty = no cache
   bool quiet = false;
 };
 
@@ -44,7 +44,7 @@ struct ModelRow {
   std::string error;
   bool is_ref = false;
   bool cached = false;
-  std::string profile;           // the tuned profile applied, if any
+  std::string profile;  // the tuned profile applied, if any
   uint64_t file_bytes = 0;
   double bpw = 0;
   double load_s = 0;

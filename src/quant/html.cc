@@ -66,8 +66,6 @@ std::string Scatter(const std::string& title, const std::string& xl, const std::
   x0 -= px, x1 += px, y0 -= py, y1 += py;
   auto X = [&](double x) { return L + (x - x0) / (x1 - x0) * (W - L - R); };
   auto Y = [&](double y) { return H - B - (fy(y) - y0) / (y1 - y0) * (H - T - B); };
-  s << "<line x1='" << L << "' y1='" << H - B << "' x2='" << W - R << "' y2='" << H - B << "' class='ax'/>";
-  s << "<line x1='" << L << "' y1='" << T << "' x2='" << L << "' y2='" << H - B << "' class='ax'/>";
   for (int i = 0; i <= 4; ++i) {
     double xv = x0 + (x1 - x0) * i / 4, yv = y0 + (y1 - y0) * i / 4;
     double ylab = log_y ? std::pow(10, yv) : yv;
@@ -78,6 +76,9 @@ std::string Scatter(const std::string& title, const std::string& xl, const std::
       << "</text>";
     s << "<line x1='" << L << "' y1='" << yy << "' x2='" << W - R << "' y2='" << yy << "' class='g'/>";
   }
+  // Axes after the grid so the grid does not paint over them.
+  s << "<line x1='" << L << "' y1='" << H - B << "' x2='" << W - R << "' y2='" << H - B << "' class='ax'/>";
+  s << "<line x1='" << L << "' y1='" << T << "' x2='" << L << "' y2='" << H - B << "' class='ax'/>";
   s << "<text x='" << (L + W - R) / 2 << "' y='" << H - 10 << "' text-anchor='middle' class='k'>" << Esc(xl)
     << "</text>";
   s << "<text x='16' y='" << (T + H - B) / 2 << "' text-anchor='middle' class='k' transform='rotate(-90 16 "
