@@ -84,13 +84,19 @@ TEST(Quantize, BadTypesGetClearErrors) {
 }
 
 double PeerPerplexity(const std::string& model, int ctx) {
-  auto r = RunCommand(Peer("llama-perplexity") + " -m " + model + " -f " +
-                      SharedCorpus("tinystories_heldout.txt") + " -c " + std::to_string(ctx) +
-                      " --chunks 12 -t 2 2>&1");
-  std::smatch m;
   static const std::regex kFinal(R"(Final estimate: PPL = ([0-9.]+))");
-  EXPECT_TRUE(std::regex_search(r.output, m, kFinal)) << r.output;
-  return m.empty() ? -1 : std::stod(m[1]);
+  std::smatch m;
+  std::string output;
+  // One retry: on the shared 2-core VM a peer run has been seen to end early
+  // without its final line (cause unknown); that is not what this test checks.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    output = RunCommand(Peer("llama-perplexity") + " -m " + model + " -f " + SharedCorpus("tinystories_heldout.txt") +
+                        " -c " + std::to_string(ctx) + " --chunks 12 -t 2 2>&1")
+                 .output;
+    if (std::regex_search(output, m, kFinal)) return std::stod(m[1]);
+  }
+  ADD_FAILURE() << output;
+  return -1;
 }
 
 // The issue's correctness bar: hone's perplexity equals llama-perplexity's
