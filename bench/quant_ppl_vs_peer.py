@@ -20,8 +20,7 @@ def peer_bin():
 
 def peer_ppl(bindir, model, corpus, ctx, threads):
     out = subprocess.run([os.path.join(bindir, "llama-perplexity"), "-m", model, "-f", corpus, "-c", str(ctx),
-                          "-t", str(threads)], capture_output=True, text=True).stdout
-    out += ""
+                          "-t", str(threads)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
     m = re.search(r"Final estimate: PPL = ([0-9.]+) \+/- ([0-9.]+)", out)
     return (float(m.group(1)), float(m.group(2))) if m else (None, None)
 
@@ -38,7 +37,8 @@ def main():
     src = os.path.join(SHARED, "models/stories260K.gguf")
     models = a.model or [src, os.path.join(a.lab, "stories260K.Q8_0.gguf"), os.path.join(a.lab, "stories260K.Q4_0.gguf")]
     if not a.model:
-        subprocess.run([a.hone, "quantize", src, "--types", "q8_0,q4_0", "--out-dir", a.lab, "-q"], check=True)
+        subprocess.run([a.hone, "quantize", src, "--types", "q8_0,q4_0", "--out-dir", a.lab, "-q"], check=True,
+                       stdout=subprocess.DEVNULL)
     bench = subprocess.run([a.hone, "bench", *models, "--corpus", a.corpus, "--ctx", str(a.ctx), "--no-speed",
                             "--no-tasks", "--no-cache", "--json", "-t", str(a.threads), "--results",
                             os.path.join(a.lab, "ppl-bench")], capture_output=True, text=True, check=True).stdout
