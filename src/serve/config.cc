@@ -47,7 +47,12 @@ const std::vector<Setting>& Settings() {
       {"host", "Address to bind",
        [](ServeConfig& c, const std::string& v) { return c.host = v, Status::Ok(); }},
       {"port", "Port (0 = any free port)",
-       [](ServeConfig& c, const std::string& v) { return Int("port", v, &c.port, 0); }},
+       [](ServeConfig& c, const std::string& v) {
+         Status s = Int("port", v, &c.port, 0);
+         if (s && c.port > 65535)
+           return Status(MakeError(ErrorCode::kInvalidArgument, "port: " + v + " is above 65535"));
+         return s;
+       }},
       {"slots", "Parallel sequences per model (default: a tuned profile's, else 4)",
        [](ServeConfig& c, const std::string& v) {
          c.slots_set = true;

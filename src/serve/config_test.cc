@@ -49,6 +49,10 @@ TEST(ConfigTest, BadValuesNameTheSetting) {
   Status e = ApplyEnv(c, env);
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.error().message.find("HONE_SLOTS"), std::string::npos);
+  auto big_port = [](const char* n) -> const char* {
+    return std::string(n) == "HONE_PORT" ? "99999999" : nullptr;
+  };
+  EXPECT_FALSE(ApplyEnv(c, big_port).ok());
 }
 
 TEST(ConfigTest, SizesAndKeys) {
