@@ -178,15 +178,17 @@ def main():
     info = machine()
     res = {"date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"), "host": socket.gethostname(),
            "platform": platform.platform(), "machine": info,
-           "bandwidth_gbps": info.get("bandwidth", {}).get("read_gbps", 0), "args": vars(args),
-           "models": [bench_model(m, args, pb) for m in args.models.split(",")]}
+           "bandwidth_gbps": info.get("bandwidth", {}).get("read_gbps", 0), "args": vars(args), "models": []}
     stamp = datetime.datetime.utcnow().strftime("%Y%m%d-%H%M")
     base = os.path.join(ROOT, "bench/results", f"tune_bench-{socket.gethostname()}-{stamp}")
-    with open(base + ".json", "w") as f:
-        json.dump(res, f, indent=2)
-    md = markdown(res)
-    with open(base + ".md", "w") as f:
-        f.write(md + "\n")
+    for m in args.models.split(","):
+        res["models"].append(bench_model(m, args, pb))
+        # Written after every model, so a long run that is stopped keeps what it measured.
+        with open(base + ".json", "w") as f:
+            json.dump(res, f, indent=2)
+        md = markdown(res)
+        with open(base + ".md", "w") as f:
+            f.write(md + "\n")
     print(md)
 
 

@@ -54,7 +54,8 @@ double EstimateTrialSeconds(const Plan& p) {
   const double gbps = p.machine.bandwidth.read_gbps > 0 ? p.machine.bandwidth.read_gbps : 10;
   const double decode = p.spec.gen_tokens * static_cast<double>(p.gguf.tensor_bytes()) / (gbps * 1e9);
   const double load = static_cast<double>(p.gguf.file_bytes) / 2e9;
-  return load + 3 * (prefill + decode);
+  // Each repetition lasts at least min_rep_seconds (tiny models repeat the workload).
+  return load + 3 * std::max(prefill + decode, p.spec.min_rep_seconds);
 }
 
 int MakePlan(const TuneArgs& a, Plan* p) {
@@ -128,6 +129,13 @@ void PrintProgress(const tune::Trial& t, double fraction) {
                t.score.ci95, t.samples.size(), what.c_str());
 }
 
+// "verified", "NOT applied" (some llama.cpp builds ignore placement) or "" when not pinned.
+std::string PlacementCheck(const tune::Trial& t) {
+  int best = -1;
+  for (const tune::Sample& s : t.samples) best = std::max(best, s.affinity);
+  return best < 0 ? "" : best > 0 ? "verified" : "NOT applied";
+}
+
 nlohmann::json TrialJson(const tune::Trial& t) {
   return {{"id", t.id},
           {"stage", t.stage},
@@ -140,6 +148,7 @@ nlohmann::json TrialJson(const tune::Trial& t) {
           {"prefill_tps", t.mean(&tune::Sample::prefill_tps)},
           {"decode_tps", t.mean(&tune::Sample::decode_tps)},
           {"quality", t.samples.empty() ? 0.0 : t.mean(&tune::Sample::quality)},
+          {"placement_verified", PlacementCheck(t)},
           {"seconds", t.seconds},
           {"dropped", t.dropped},
           {"error", t.error}};
@@ -203,6 +212,13 @@ void PrintText(const TuneArgs& a, const Plan& p, const tune::SearchResult& r, co
   if (r.max_drift > 0)
     std::printf("drift          defaults moved by up to %.1f%% during the tune\n", r.max_drift * 100);
   for (const std::string& n : r.notes) std::printf("note           %s\n", n.c_str());
+  for (const tune::Trial& t : r.trials) {
+    if (PlacementCheck(t) == "NOT applied") {
+      std::printf(
+          "warning        trial #%d asked for CPU pinning but /proc/self/task shows it did not take effect\n",
+          t.id);
+    }
+  }
   std::printf("llama-server   %s\n", o.profile.llama_server_flags.c_str());
   std::printf("llama-cli      %s\n", o.profile.llama_cli_flags.c_str());
   if (!o.saved_to.empty())
@@ -247,6 +263,28 @@ void PrintJson(const TuneArgs& a, const Plan& p, const tune::SearchResult& r, co
   std::printf("%s\n", j.dump(2).c_str());
 }
 
+tune::Profile MakeProfile(const TuneArgs& a, const Plan& p, const tune::SearchResult& r,
+                          const std::string& hash) {
+  tune::Profile pr;
+  pr.fingerprint = hw::Fingerprint(p.machine);
+  pr.model_hash = hash;
+  pr.model_path = a.model;
+  pr.workload = tune::WorkloadName(p.spec.workload);
+  pr.created = UtcNow();
+  pr.prompt_tokens = p.spec.prompt_tokens;
+  pr.gen_tokens = p.spec.gen_tokens;
+  pr.concurrency = p.spec.concurrency;
+  pr.config = r.best;
+  pr.objective = tune::ObjectiveDescription(p.spec.workload);
+  pr.best_score = r.best_score.mean;
+  pr.default_score = r.default_score.mean;
+  pr.speedup = r.speedup.mean;
+  pr.speedup_ci95 = r.speedup.ci95;
+  pr.llama_server_flags = tune::LlamaFlags(r.best, tune::LlamaTool::kServer, static_cast<int>(p.spec.n_ctx));
+  pr.llama_cli_flags = tune::LlamaFlags(r.best, tune::LlamaTool::kCli);
+  return pr;
+}
+
 int Tune(const TuneArgs& a) {
   Plan p;
   if (int rc = MakePlan(a, &p)) return rc;
@@ -284,26 +322,10 @@ int Tune(const TuneArgs& a) {
   o.roofline = tune::DecodeRoofline(tune::DecodeBytesPerToken(p.gguf, avg_ctx, r.best.kv_type),
                                     p.machine.bandwidth.read_gbps,
                                     o.best ? o.best->mean(&tune::Sample::decode_tps) : 0);
-  tune::Profile& pr = o.profile;
-  pr.fingerprint = hw::Fingerprint(p.machine);
-  pr.model_hash = *hash;
-  pr.model_path = a.model;
-  pr.workload = tune::WorkloadName(p.spec.workload);
-  pr.created = UtcNow();
-  pr.prompt_tokens = p.spec.prompt_tokens;
-  pr.gen_tokens = p.spec.gen_tokens;
-  pr.concurrency = p.spec.concurrency;
-  pr.config = r.best;
-  pr.objective = tune::ObjectiveDescription(p.spec.workload);
-  pr.best_score = r.best_score.mean;
-  pr.default_score = r.default_score.mean;
-  pr.speedup = r.speedup.mean;
-  pr.speedup_ci95 = r.speedup.ci95;
-  pr.llama_server_flags = tune::LlamaFlags(r.best, tune::LlamaTool::kServer, static_cast<int>(p.spec.n_ctx));
-  pr.llama_cli_flags = tune::LlamaFlags(r.best, tune::LlamaTool::kCli);
+  o.profile = MakeProfile(a, p, r, *hash);
   if (!a.no_save) {
-    std::string path = tune::ProfilePath(pr.fingerprint, pr.model_hash);
-    if (Status s = tune::SaveProfile(pr, path); !s) return Fail(s.error().ToString());
+    std::string path = tune::ProfilePath(o.profile.fingerprint, o.profile.model_hash);
+    if (Status s = tune::SaveProfile(o.profile, path); !s) return Fail(s.error().ToString());
     o.saved_to = path;
   }
   if (a.json)

@@ -103,7 +103,7 @@ TEST(TuneCli, BadInputFailsBeforeMeasuring) {
     std::string says;
   } cases[] = {
       {model + " --workload interactive", 2, "unknown workload 'interactive'"},
-      {model + " --budget 1s --prompt-tokens 4096 --gen-tokens 4096", 2, "too small for even one trial"},
+      {model + " --budget 0.3s", 2, "too small for even one trial"},
       {model + " --budget soon", 2, "bad duration"},
       {TempPath("no-such-model.gguf"), 1, "not found"},
       {model + " --ctx 100000000", 1, "out of memory"},
