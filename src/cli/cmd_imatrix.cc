@@ -32,6 +32,7 @@ Result<nlohmann::json> CheckEffect(const ImatrixArgs& a) {
   bo.corpus = a.corpus;
   bo.ctx = a.ctx;
   bo.chunks = a.chunks;
+  bo.threads = a.opt.threads;
   bo.speed = false;
   bo.ref = a.model;
   bo.quiet = a.quiet;
@@ -108,6 +109,8 @@ Runner AddImatrixCommand(CLI::App& app) {
   cmd->add_option("--check", a->check_type, "Also quantize to this type with and without it and compare KLD");
   cmd->add_option("--corpus", a->corpus, "Held-out text for --check");
   cmd->add_option("--check-ctx", a->ctx, "Window for --check")->capture_default_str();
+  cmd->add_option("--check-chunks", a->chunks, "Most windows of --corpus for --check (0 = all)")
+      ->capture_default_str();
   cmd->add_flag("--json", a->json, "Print one JSON object");
   cmd->add_flag("-q,--quiet", a->quiet, "No progress bars");
   return [a]() { return Run(*a); };

@@ -90,8 +90,9 @@ double PeerPerplexity(const std::string& model, int ctx) {
   // One retry: on the shared 2-core VM a peer run has been seen to end early
   // without its final line (cause unknown); that is not what this test checks.
   for (int attempt = 0; attempt < 2; ++attempt) {
-    output = RunCommand(Peer("llama-perplexity") + " -m " + model + " -f " + SharedCorpus("tinystories_heldout.txt") +
-                        " -c " + std::to_string(ctx) + " --chunks 12 -t 2 2>&1")
+    output = RunCommand(Peer("llama-perplexity") + " -m " + model + " -f " +
+                        SharedCorpus("tinystories_heldout.txt") + " -c " + std::to_string(ctx) +
+                        " --chunks 12 -t 2 2>&1")
                  .output;
     if (std::regex_search(output, m, kFinal)) return std::stod(m[1]);
   }
@@ -210,6 +211,38 @@ TEST(Imatrix, PeerQuantizeAcceptsIt) {
   EXPECT_NE(missing.output.find("calibration file not found"), std::string::npos) << missing.output;
   fs::remove(out);
   fs::remove_all(TempPath("d256-iq"));
+}
+
+}  // namespace
+}  // namespace hone
+
+namespace hone {
+namespace {
+
+TEST(QuantCli, HelpForEachSubcommand) {
+  for (const char* sub : {"quantize", "imatrix", "bench"}) {
+    auto r = RunCommand(Hone(std::string(sub) + " --help"));
+    EXPECT_EQ(r.exit_code, 0) << sub << "\n" << r.output;
+    EXPECT_NE(r.output.find("Usage"), std::string::npos) << sub;
+  }
+}
+
+// `hone imatrix --check TYPE` quantizes with and without the imatrix and
+// reports both against the source in one run.
+TEST(Imatrix, CheckReportsKldWithAndWithout) {
+  const std::string out = TempPath("imcheck/s260.imatrix.gguf");
+  auto r = RunCommand(Hone(
+      "imatrix " + SharedModel("stories260K.gguf") + " --calib " + SharedCorpus("tinystories_train.txt") +
+      " -c 128 --chunks 8 --check q4_0 --corpus " + SharedCorpus("tinystories_heldout.txt") +
+      " --check-ctx 128 --check-chunks 10 -t 1 --json -o " + out));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = JsonOf(r);
+  for (const char* k : {"without_imatrix", "with_imatrix"}) {
+    EXPECT_GT(j["check"][k]["kld_mean"].get<double>(), 0) << j.dump();
+    EXPECT_GT(j["check"][k]["same_top1"].get<double>(), 0.5) << j.dump();
+  }
+  EXPECT_NE(j["check"]["with_imatrix"]["kld_mean"], j["check"]["without_imatrix"]["kld_mean"]);
+  fs::remove_all(TempPath("imcheck"));
 }
 
 }  // namespace
