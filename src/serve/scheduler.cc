@@ -120,33 +120,66 @@ void Scheduler::Loop() {
   }
 }
 
-// Moves waiting jobs into free slots, reusing the longest cached prefix.
+namespace {
+
+// Copying another slot's KV costs a pass over its whole stream; below this many
+// shared tokens a prefill of them is as cheap.
+constexpr size_t kMinPrefixCopy = 32;
+
+size_t CommonPrefix(const std::vector<engine::Token>& a, const std::vector<engine::Token>& b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return n;
+}
+
+}  // namespace
+
+// Moves waiting jobs into free slots, reusing the longest cached prefix, from
+// the slot itself or copied from another.
 void Scheduler::Admit() {
   for (;;) {
     Pending p;
     Slot* best = nullptr;
     size_t best_common = 0;
+    Slot* donor = nullptr;  // another slot holding a longer prefix of the prompt
+    size_t donor_common = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (queue_.empty()) return;
       for (auto& s : slots_) {
         if (s->job) continue;
-        const auto& a = s->cached;
-        const auto& b = queue_.front().job->prompt;
-        size_t n = 0;
-        while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+        size_t n = CommonPrefix(s->cached, queue_.front().job->prompt);
         if (!best || n > best_common || (n == best_common && s->last_used < best->last_used)) {
           best = s.get();
           best_common = n;
         }
       }
       if (!best) return;  // all slots busy
+      // A shared system prompt often sits in another slot (busy or idle):
+      // copying its KV beats prefilling the same tokens again.
+      const auto& prompt = queue_.front().job->prompt;
+      for (auto& s : slots_) {
+        if (s.get() == best) continue;
+        size_t n = CommonPrefix(s->cached, prompt);
+        if (n >= best_common + kMinPrefixCopy && n > (donor ? donor_common : 0)) {
+          donor = s.get();
+          donor_common = n;
+        }
+      }
       p = std::move(queue_.front());
       queue_.pop_front();
       metrics_->Set(metric::kWaiting, name_, static_cast<double>(queue_.size()));
     }
     Slot& s = *best;
     const auto& prompt = p.job->prompt;
+    if (donor) {
+      // Slots live in separate KV streams, where llama.cpp copies whole
+      // sequences only; the truncation below cuts the copy to the shared prefix.
+      session_->ClearSequence(s.id);
+      session_->CopySequence(donor->id, s.id, -1, -1);
+      s.cached = donor->cached;
+      best_common = donor_common;
+    }
     // The last prompt token must go through decode again to produce logits.
     size_t keep = std::min(best_common, prompt.size() - 1);
     if (!session_->TruncateSequence(s.id, static_cast<int>(keep))) {

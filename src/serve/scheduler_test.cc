@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "serve/json_grammar.h"
 #include "testing/test_env.h"
@@ -91,6 +92,33 @@ TEST_F(SchedulerTest, SharedPrefixIsReusedFromTheCache) {
   int shared = static_cast<int>(Prompt(system).size());
   EXPECT_GE(second->result().cached_tokens, shared - 1);
   EXPECT_LT(second->result().cached_tokens, second->result().prompt_tokens);
+}
+
+TEST_F(SchedulerTest, SharedPrefixIsCopiedFromABusySlot) {
+  auto s = Make({.slots = 2, .ctx_per_slot = 4096});
+  std::string system = "Once upon a time there was a girl named Lily who loved the sun and the sea.";
+  system += " Every morning she ran to the beach with her dog Max and her friend Tom.";
+  // The first job generates until cancelled, so it holds its slot throughout.
+  auto first = NewJob(system + " She", -1);
+  ASSERT_EQ(*s->Submit(first), SubmitResult::kOk);
+  bool done = false;
+  while (first->Take(std::chrono::milliseconds(50), &done).empty() && !done) {
+  }
+  ASSERT_FALSE(done);
+  // The second gets the other slot and a copy of the shared prefix, and must
+  // answer exactly as it would alone.
+  auto second = NewJob(system + " He", 8);
+  ASSERT_EQ(*s->Submit(second), SubmitResult::kOk);
+  std::string copied = second->WaitAll();
+  first->Cancel();
+  first->WaitAll();
+  int shared = static_cast<int>(Prompt(system).size());
+  EXPECT_GE(second->result().cached_tokens, shared - 1);
+  auto alone_sched = Make({.slots = 1, .ctx_per_slot = 256});
+  auto alone = NewJob(system + " He", 8);
+  ASSERT_EQ(*alone_sched->Submit(alone), SubmitResult::kOk);
+  EXPECT_EQ(copied, alone->WaitAll());
+  EXPECT_EQ(alone->result().cached_tokens, 0);
 }
 
 TEST_F(SchedulerTest, CancelStopsTheSequenceWithinAStep) {
