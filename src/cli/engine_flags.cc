@@ -1,5 +1,6 @@
 #include "cli/engine_flags.h"
 
+#include "hw/sysfs.h"
 #include "util/progress.h"
 
 namespace hone::cli {
@@ -22,27 +23,6 @@ void EngineFlags::Register(CLI::App* cmd) {
   cmd->add_option("--poll", poll, "Thread polling level 0-100")
       ->check(CLI::Range(0, 100))
       ->capture_default_str();
-}
-
-Result<std::vector<int>> ParseCpuList(const std::string& text) {
-  std::vector<int> cpus;
-  size_t i = 0;
-  while (i < text.size()) {
-    size_t end = text.find(',', i);
-    if (end == std::string::npos) end = text.size();
-    std::string part = text.substr(i, end - i);
-    try {
-      size_t dash = part.find('-');
-      int a = std::stoi(part.substr(0, dash));
-      int b = dash == std::string::npos ? a : std::stoi(part.substr(dash + 1));
-      if (a < 0 || b < a) throw std::invalid_argument("range");
-      for (int c = a; c <= b; ++c) cpus.push_back(c);
-    } catch (...) {
-      return MakeError(ErrorCode::kInvalidArgument, "bad CPU list '" + text + "' (expected e.g. 0-3,8)");
-    }
-    i = end + 1;
-  }
-  return cpus;
 }
 
 Result<engine::LoadOptions> EngineFlags::ToLoadOptions() const {
@@ -70,8 +50,10 @@ Result<engine::SessionOptions> EngineFlags::ToSessionOptions() const {
   o.kv_type_k = o.kv_type_v = kv_type;
   o.poll = poll;
   if (!cpus.empty()) {
-    auto list = ParseCpuList(cpus);
-    if (!list) return list.error();
+    auto list = hw::ParseCpuList(cpus);
+    if (!list)
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "--cpus: " + list.error().message + " (expected e.g. 0-3,8)");
     o.cpus = *list;
   }
   o.strict_cpu = cpu_strict && !o.cpus.empty();

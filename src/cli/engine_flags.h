@@ -58,7 +58,5 @@ struct SamplingFlags {
 Result<std::shared_ptr<engine::Model>> LoadModelWithProgress(const std::string& path,
                                                              const engine::LoadOptions& options, bool quiet);
 
-// Parses "0-3,8,10-11" into CPU ids.
-Result<std::vector<int>> ParseCpuList(const std::string& text);
 
 }  // namespace hone::cli
