@@ -88,8 +88,8 @@ TEST(Cli, RunErrorsAreClear) {
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.output.find("model file not found"), std::string::npos) << missing.output;
 
-  testing::WriteFile(TempPath("junk.gguf"), "junk");
-  auto junk = RunCommand(Hone("run " + TempPath("junk.gguf") + " -p hi"));
+  testing::WriteFile(TempPath("run-junk.gguf"), "junk");
+  auto junk = RunCommand(Hone("run " + TempPath("run-junk.gguf") + " -p hi"));
   EXPECT_EQ(junk.exit_code, 1);
   EXPECT_NE(junk.output.find("not a GGUF"), std::string::npos) << junk.output;
 

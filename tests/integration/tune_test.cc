@@ -109,8 +109,8 @@ TEST(TuneCli, BadInputFailsBeforeMeasuring) {
       {model + " --ctx 100000000", 1, "out of memory"},
       {model + " --ctx 64 --prompt-tokens 128", 2, "cannot hold"},
   };
-  WriteFile(TempPath("junk.gguf"), "this is not a gguf file at all, just text long enough to read");
-  auto junk = RunCommand(tune + TempPath("junk.gguf"));
+  WriteFile(TempPath("tune-junk.gguf"), "this is not a gguf file at all, just text long enough to read");
+  auto junk = RunCommand(tune + TempPath("tune-junk.gguf"));
   EXPECT_EQ(junk.exit_code, 1) << junk.output;
   EXPECT_NE(junk.output.find("corrupt"), std::string::npos) << junk.output;
   for (const Case& c : cases) {

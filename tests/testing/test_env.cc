@@ -1,6 +1,7 @@
 #include "testing/test_env.h"
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -45,7 +46,9 @@ std::string TinySynthModel() {
   static std::string path = TempPath("tiny-synth.f16.gguf");
   std::call_once(once, [] {
     if (std::filesystem::exists(path)) return;
-    std::string tmp = path + ".tmp";
+    // Test processes run in parallel: each writes its own temporary file and
+    // the rename publishes a whole model atomically.
+    std::string tmp = path + "." + std::to_string(::getpid()) + ".tmp";
     auto r = RunCommand(HoneBinary() + " synth --like tiny --out " + tmp);
     if (r.exit_code == 0)
       std::filesystem::rename(tmp, path);
