@@ -26,6 +26,9 @@ std::string LlamaFlags(const Config& c, LlamaTool tool, int n_ctx) {
     std::vector<int> decode(c.cpus.begin(), c.cpus.begin() + std::min<size_t>(c.cpus.size(), c.threads));
     f << " -C " << CpuMaskHex(decode) << " -Cb " << CpuMaskHex(c.cpus);
     if (c.strict_cpu) f << " --cpu-strict 1 --cpu-strict-batch 1";
+    // The NUMA strategy that matches the placement on multi-node machines.
+    if (c.placement == "interleave") f << " --numa distribute";
+    if (c.placement.rfind("node", 0) == 0) f << " --numa isolate";
   }
   if (c.poll != 50) f << " --poll " << c.poll;  // --poll-batch defaults to --poll
   if (n_ctx > 0) f << " -c " << n_ctx;

@@ -36,5 +36,16 @@ TEST(Flags, EveryTunedParameterHasItsFlag) {
   EXPECT_EQ(LlamaFlags(c, LlamaTool::kCli).find("-np"), std::string::npos);
 }
 
+TEST(Flags, NumaPlacementsNameLlamaCppsStrategy) {
+  Config c = DefaultConfig(8);
+  c.placement = "interleave";
+  c.cpus = {0, 4, 1, 5};
+  EXPECT_NE(LlamaFlags(c, LlamaTool::kCli).find("--numa distribute"), std::string::npos);
+  c.placement = "node1";
+  EXPECT_NE(LlamaFlags(c, LlamaTool::kCli).find("--numa isolate"), std::string::npos);
+  c.placement = "physical";
+  EXPECT_EQ(LlamaFlags(c, LlamaTool::kCli).find("--numa"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace hone::tune

@@ -87,7 +87,10 @@ Status Measurer::Prepare(const Config& c) {
       prompt_ = *p;
     }
   }
-  engine::SessionOptions so = c.ToSessionOptions(spec_.n_ctx);
+  // spec_.n_ctx holds every concurrent sequence; fewer slots need fewer cells.
+  const uint32_t per_seq = spec_.n_ctx / std::max(1, spec_.concurrency);
+  const uint32_t slots = std::min(std::max(1, c.n_parallel), std::max(1, spec_.concurrency));
+  engine::SessionOptions so = c.ToSessionOptions((per_seq * slots + 255) / 256 * 256);
   so.memory_budget_bytes = spec_.memory_budget;
   auto s = engine::Session::Create(model_, so);
   if (!s) return s.error();
@@ -121,29 +124,46 @@ Result<Sample> Measurer::RunSingle() {
   return s;
 }
 
+// All `concurrency` requests, served by the session's slots: in waves of
+// n_parallel when there are fewer slots than requests (as a server queues them).
 Result<Sample> Measurer::RunParallel() {
-  std::vector<engine::GenerateRequest> reqs;
-  for (int i = 0; i < spec_.concurrency; ++i) reqs.push_back(Request(prompt_, spec_.gen_tokens, i));
+  const int slots = std::max(1, static_cast<int>(session_->options().n_seq_max));
   auto t0 = Clock::now();
-  auto r = engine::GenerateParallel(*session_, reqs);
-  if (!r) return r.error();
+  double decode_s = 0, prefill_s = 0, ttft_sum = 0, stream_tps_sum = 0;
+  size_t prompt_tok = 0, gen_tok = 0, after_first = 0, streams = 0;
+  std::vector<engine::Token> first;
+  for (int done = 0; done < spec_.concurrency;) {
+    const int n = std::min(slots, spec_.concurrency - done);
+    std::vector<engine::GenerateRequest> reqs;
+    for (int i = 0; i < n; ++i) reqs.push_back(Request(prompt_, spec_.gen_tokens, i));
+    const double queued = Since(t0);  // this wave's requests waited for the previous waves
+    auto r = engine::GenerateParallel(*session_, reqs);
+    if (!r) return r.error();
+    double wall = 0, prefilled = 0;
+    size_t wave_after_first = 0;
+    for (const engine::GenerateResult& g : *r) {
+      wall = std::max(wall, g.gen_seconds);  // GenerateParallel's gen_seconds run from its start
+      prefilled = std::max(prefilled, g.ttft_seconds);
+      ttft_sum += queued + g.ttft_seconds;
+      prompt_tok += g.n_prompt;
+      gen_tok += g.tokens.size();
+      wave_after_first += g.tokens.size() - 1;
+    }
+    if (first.empty()) first = (*r)[0].tokens;
+    decode_s += wall - prefilled;
+    prefill_s += prefilled;
+    after_first += wave_after_first;
+    if (wall > prefilled) stream_tps_sum += static_cast<double>(wave_after_first) / (wall - prefilled);
+    streams += n;
+    done += n;
+  }
   Sample s;
   s.seconds = Since(t0);
-  double wall = 0, prefilled = 0;
-  size_t prompt_tok = 0, gen_tok = 0;
-  for (const engine::GenerateResult& g : *r) {
-    wall = std::max(wall, g.gen_seconds);  // GenerateParallel's gen_seconds run from its start
-    prefilled = std::max(prefilled, g.ttft_seconds);
-    prompt_tok += g.n_prompt;
-    gen_tok += g.tokens.size();
-  }
-  const double decode_s = wall - prefilled;
-  const double after_first = static_cast<double>(gen_tok) - r->size();
-  s.ttft_s = prefilled;
-  s.prefill_tps = prefilled > 0 ? prompt_tok / prefilled : 0;
-  s.decode_tps = decode_s > 0 ? after_first / decode_s / r->size() : 0;
+  s.ttft_s = ttft_sum / spec_.concurrency;
+  s.prefill_tps = prefill_s > 0 ? prompt_tok / prefill_s : 0;
+  s.decode_tps = streams > 0 ? stream_tps_sum / streams : 0;  // per stream
   if (spec_.workload == Workload::kBatch) {
-    s.score = wall > 0 ? (prompt_tok + gen_tok) / wall : 0;
+    s.score = s.seconds > 0 ? (prompt_tok + gen_tok) / s.seconds : 0;
   } else {
     s.score = decode_s > 0 ? after_first / decode_s : 0;
     if (spec_.min_stream_tps > 0 && s.decode_tps < spec_.min_stream_tps) {
@@ -152,7 +172,6 @@ Result<Sample> Measurer::RunParallel() {
                                                     std::to_string(spec_.min_stream_tps));
     }
   }
-  const auto& first = (*r)[0].tokens;
   if (reference_.empty() && session_->options().kv_type_k == "f16") reference_ = first;
   if (session_->options().kv_type_k != "f16") s.quality = Agreement(reference_, first);
   return s;

@@ -1,6 +1,7 @@
 #include "tune/search_space.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 namespace hone::tune {
@@ -40,6 +41,19 @@ std::vector<CpuSet> CpuSets(const hw::MachineInfo& m) {
     if (smt.cpus.size() > phys.cpus.size()) out.push_back(smt);
   }
   if (m.numa_nodes.size() > 1) {
+    // llama.cpp's --numa distribute: consecutive threads on alternating nodes,
+    // so any thread count draws on every node's memory controllers.
+    std::map<int, std::vector<int>> by_node;
+    for (const hw::Core& c : m.cores) {
+      if (!c.cpus.empty() && Usable(allowed, c.cpus[0])) by_node[c.numa_node].push_back(c.cpus[0]);
+    }
+    CpuSet inter{"interleave", {}};
+    for (size_t i = 0; inter.cpus.size() < phys.cpus.size(); ++i) {
+      for (auto& [node, cpus] : by_node) {
+        if (i < cpus.size()) inter.cpus.push_back(cpus[i]);
+      }
+    }
+    if (by_node.size() > 1) out.push_back(inter);
     for (const hw::NumaNode& n : m.numa_nodes) {
       CpuSet s{"node" + std::to_string(n.id), {}};
       for (const hw::Core& c : m.cores) {
@@ -101,19 +115,29 @@ SearchSpace BuildSearchSpace(const hw::MachineInfo& m, const SpaceRequest& r) {
   }
   Dimension poll{"poll", {}};
   for (int p : {0, 50, 100}) poll.values.push_back({std::to_string(p), [p](Config& c) { c.poll = p; }});
-  // Micro-batches beyond the prompt never fill; the default 512 is always a value.
+  // The logical batch: how many prompt tokens one decode call takes (the
+  // micro-batch splits it). Values the workload's prompts cannot fill are left
+  // out; the defaults (2048 and 512) are always values.
+  const int prompt_batch = r.prompt_tokens * std::max(1, r.workload == Workload::kChat ? 1 : r.concurrency);
   Dimension ubatch{"ubatch", {}};
   for (int u : {64, 128, 256, 512, 1024}) {
-    if (u == 512 || u < r.prompt_tokens * std::max(1, r.workload == Workload::kChat ? 1 : r.concurrency)) {
+    if (u == 512 || u < prompt_batch) {
       ubatch.values.push_back({std::to_string(u), [u](Config& c) { c.n_ubatch = u; }});
     }
+  }
+  Dimension batch{"batch", {}};
+  for (int b : {256, 512, 1024, 2048}) {
+    if (b == 2048 || b < prompt_batch)
+      batch.values.push_back({std::to_string(b), [b](Config& c) { c.n_batch = b; }});
   }
   Dimension fa{"flash_attn", {}};
   // "auto" (the default) resolves to one of these two, so the grid tries both.
   for (auto f : {engine::FlashAttn::kOn, engine::FlashAttn::kOff}) {
     fa.values.push_back({engine::FlashAttnName(f), [f](Config& c) { c.flash_attn = f; }});
   }
-  s.grid = {threads, tbatch, place, poll, ubatch, fa};
+  s.grid = {threads, tbatch, place, poll, ubatch, batch, fa};
+  // A dimension with one value has nothing to search.
+  std::erase_if(s.grid, [](const Dimension& d) { return d.values.size() < 2; });
 
   Dimension kv{"kv_type", {}};
   for (const char* t : {"f16", "q8_0"}) kv.values.push_back({t, [t](Config& c) { c.kv_type = t; }});
@@ -129,6 +153,16 @@ SearchSpace BuildSearchSpace(const hw::MachineInfo& m, const SpaceRequest& r) {
   add_load("no-mmap+repack", engine::LoadMode::kNoMmap, true);
   if (r.mlock_allowed) add_load("mlock+repack", engine::LoadMode::kMlock, true);
   s.extra = {kv, load};
+  if (r.workload == Workload::kServer && r.concurrency > 1) {
+    // Server slots: fewer slots than clients queue the rest (lower KV memory,
+    // faster streams), more would sit idle. Decided on the tuned thread setup,
+    // before the KV type and load mode, which matter less to a server.
+    Dimension slots{"parallel", {}};
+    std::set<int> values{r.concurrency};
+    for (int p = 1; p < r.concurrency; p *= 2) values.insert(p);
+    for (int p : values) slots.values.push_back({std::to_string(p), [p](Config& c) { c.n_parallel = p; }});
+    s.extra.insert(s.extra.begin(), slots);
+  }
 
   // Strict placement runs one thread per listed CPU: more threads than CPUs cannot be placed.
   s.valid = [](const Config& c) {

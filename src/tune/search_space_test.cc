@@ -42,15 +42,18 @@ TEST(SearchSpace, CgroupQuotaLimitsThreads) {
 
 TEST(SearchSpace, CpuSetsSeparatePhysicalCoresSmtAndNodes) {
   std::vector<CpuSet> sets = CpuSets(Machine(8, 2, 2));
-  ASSERT_EQ(sets.size(), 4u);
+  ASSERT_EQ(sets.size(), 5u);
   EXPECT_EQ(sets[0].name, "physical");
   EXPECT_EQ(sets[0].cpus, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
   EXPECT_EQ(sets[1].name, "smt");
   EXPECT_EQ(sets[1].cpus.size(), 16u);
   EXPECT_EQ(sets[1].cpus[8], 8);  // siblings after the primaries
-  EXPECT_EQ(sets[2].name, "node0");
-  EXPECT_EQ(sets[2].cpus, (std::vector<int>{0, 1, 2, 3}));
-  EXPECT_EQ(sets[3].cpus, (std::vector<int>{4, 5, 6, 7}));
+  // The NUMA strategies: threads alternate between nodes, or stay on one.
+  EXPECT_EQ(sets[2].name, "interleave");
+  EXPECT_EQ(sets[2].cpus, (std::vector<int>{0, 4, 1, 5, 2, 6, 3, 7}));
+  EXPECT_EQ(sets[3].name, "node0");
+  EXPECT_EQ(sets[3].cpus, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(sets[4].cpus, (std::vector<int>{4, 5, 6, 7}));
   // A small machine: one set, no SMT, one node.
   EXPECT_EQ(CpuSets(Machine(2, 1, 1)).size(), 1u);
 }
@@ -102,6 +105,41 @@ TEST(SearchSpace, ServerDefaultsUseOneSlotPerStream) {
   r.workload = Workload::kServer;
   r.concurrency = 6;
   EXPECT_EQ(BuildSearchSpace(Machine(2, 1, 1), r).defaults.n_parallel, 6);
+}
+
+const Dimension* Find(const std::vector<Dimension>& dims, const std::string& name) {
+  for (const Dimension& d : dims) {
+    if (d.name == name) return &d;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> Labels(const Dimension* d) {
+  std::vector<std::string> out;
+  if (d) {
+    for (const auto& v : d->values) out.push_back(v.label);
+  }
+  return out;
+}
+
+TEST(SearchSpace, LogicalBatchIsSearchedWhenThePromptsCanFillIt) {
+  SpaceRequest r;
+  r.prompt_tokens = 100;  // a chat prompt fills no batch below the default
+  EXPECT_EQ(Find(BuildSearchSpace(Machine(4, 1, 1), r).grid, "batch"), nullptr);
+  r.workload = Workload::kBatch;
+  r.concurrency = 8;  // 800 prompt tokens per decode call
+  EXPECT_EQ(Labels(Find(BuildSearchSpace(Machine(4, 1, 1), r).grid, "batch")),
+            (std::vector<std::string>{"256", "512", "2048"}));
+}
+
+TEST(SearchSpace, ServerSearchesItsSlotCount) {
+  SpaceRequest r;
+  r.workload = Workload::kServer;
+  r.concurrency = 6;
+  SearchSpace s = BuildSearchSpace(Machine(4, 1, 1), r);
+  EXPECT_EQ(Labels(Find(s.extra, "parallel")), (std::vector<std::string>{"1", "2", "4", "6"}));
+  r.workload = Workload::kChat;
+  EXPECT_EQ(Find(BuildSearchSpace(Machine(4, 1, 1), r).extra, "parallel"), nullptr);
 }
 
 TEST(Config, ParsesDurationsAndWorkloads) {
