@@ -2,6 +2,7 @@
 # client tests with the official openai and ollama npm packages (tests/node).
 hone_test(serve_tests
   ${SRC}/serve/scheduler_test.cc
+  ${SRC}/serve/json_grammar_test.cc
   ${SRC}/serve/registry_test.cc
   ${SRC}/serve/model_pool_test.cc
   ${SRC}/serve/config_test.cc

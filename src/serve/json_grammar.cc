@@ -1,5 +1,6 @@
 #include "serve/json_grammar.h"
 
+#include <map>
 #include <vector>
 
 namespace hone::serve {
@@ -10,7 +11,8 @@ namespace {
 const char* kCommon = R"(value  ::= object | array | string | number | ("true" | "false" | "null") ws
 object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
 array  ::= "[" ws ( value ("," ws value)* )? "]" ws
-string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
+string ::= "\"" char* "\"" ws
+char   ::= [^"\\\x7F\x00-\x1F] | "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4})
 number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
 integer ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ws
 boolean ::= ("true" | "false") ws
@@ -33,55 +35,156 @@ std::string Literal(const std::string& s) {
 
 class Builder {
  public:
+  explicit Builder(const nlohmann::json& root) : root_(root) {}
   std::vector<std::string> rules;
+
   // Returns the name of a rule (or an inline expression) matching `schema`.
-  std::string Visit(const nlohmann::json& schema) {
-    if (!schema.is_object()) return "value";
+  Result<std::string> Visit(const nlohmann::json& schema) {
+    if (schema.is_boolean() && !schema.get<bool>())
+      return MakeError(ErrorCode::kInvalidArgument, "JSON schema: `false` can never be satisfied");
+    if (!schema.is_object()) return std::string("value");
+    if (schema.contains("$ref")) return Ref(schema["$ref"]);
     if (schema.contains("const")) return "(" + Literal(schema["const"].dump()) + " ws)";
     if (schema.contains("enum") && schema["enum"].is_array()) {
       std::string alt;
       for (const auto& v : schema["enum"]) alt += (alt.empty() ? "" : " | ") + Literal(v.dump());
-      return alt.empty() ? "value" : "((" + alt + ") ws)";
+      return alt.empty() ? std::string("value") : "((" + alt + ") ws)";
     }
-    std::string type =
-        schema.contains("type") && schema["type"].is_string() ? schema["type"].get<std::string>() : "";
+    for (const char* key : {"anyOf", "oneOf"}) {
+      if (schema.contains(key) && schema[key].is_array()) return Alternatives(schema[key]);
+    }
+    // allOf of one schema (what generators emit around a $ref) is that schema.
+    if (schema.contains("allOf") && schema["allOf"].is_array() && schema["allOf"].size() == 1)
+      return Visit(schema["allOf"][0]);
+    if (schema.contains("type") && schema["type"].is_array()) {
+      nlohmann::json alts = nlohmann::json::array();
+      for (const auto& t : schema["type"]) {
+        nlohmann::json one = schema;
+        one["type"] = t;
+        alts.push_back(one);
+      }
+      return Alternatives(alts);
+    }
+    std::string type = schema.value("type", std::string());
+    if (type.empty() && schema.contains("properties")) type = "object";
     if (type == "object" && schema.contains("properties") && schema["properties"].is_object())
       return Object(schema);
-    if (type == "object") return "object";
-    if (type == "array") {
-      std::string item = schema.contains("items") ? Visit(schema["items"]) : "value";
-      int min = schema.value("minItems", 0);
-      std::string name = NewRule();
-      std::string body = "\"[\" ws ";
-      if (min > 0) {
-        body += item;
-        for (int i = 1; i < min; ++i) body += " \",\" ws " + item;
-        body += " (\",\" ws " + item + ")*";
-      } else {
-        body += "(" + item + " (\",\" ws " + item + ")*)?";
-      }
-      rules.push_back(name + " ::= " + body + " \"]\" ws");
-      return name;
+    if (type == "object") return std::string("object");
+    if (type == "array") return Array(schema);
+    if (type == "string" && (schema.contains("minLength") || schema.contains("maxLength"))) {
+      const int min = schema.value("minLength", 0);
+      std::string rep = "{" + std::to_string(min) + "," +
+                        (schema.contains("maxLength") ? std::to_string(schema["maxLength"].get<int>()) : "") +
+                        "}";
+      return "(\"\\\"\" char" + rep + " \"\\\"\" ws)";
     }
     if (type == "string" || type == "number" || type == "integer" || type == "boolean" || type == "null")
       return type;
-    return "value";
+    return std::string("value");
   }
 
  private:
   std::string NewRule() { return "r" + std::to_string(next_++); }
-  std::string Object(const nlohmann::json& schema) {
-    std::string body = "\"{\" ws";
-    bool first = true;
-    for (const auto& [key, sub] : schema["properties"].items()) {
-      std::string v = Visit(sub);
-      body += std::string(first ? " " : " \",\" ws ") + Literal("\"" + key + "\"") + " ws \":\" ws " + v;
-      first = false;
+
+  // Local references only ("#/$defs/X", "#/definitions/X", "#"): a request
+  // must not make the server fetch anything. Each target becomes one named
+  // rule, so recursive schemas (trees, linked lists) work.
+  Result<std::string> Ref(const nlohmann::json& ref) {
+    if (!ref.is_string() || ref.get<std::string>().rfind('#', 0) != 0) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "JSON schema: only local $ref (\"#/...\") is supported, got " + ref.dump());
     }
+    const std::string path = ref.get<std::string>().substr(1);
+    if (auto it = refs_.find(path); it != refs_.end()) return it->second;
+    nlohmann::json::json_pointer ptr;
+    try {
+      ptr = nlohmann::json::json_pointer(path);
+    } catch (const std::exception&) {
+      return MakeError(ErrorCode::kInvalidArgument, "JSON schema: bad $ref " + ref.dump());
+    }
+    if (!root_.contains(ptr)) {
+      return MakeError(ErrorCode::kInvalidArgument, "JSON schema: $ref " + ref.dump() + " points nowhere");
+    }
+    const std::string name = NewRule();
+    refs_[path] = name;  // before visiting: a recursive reference finds it
+    auto body = Visit(root_[ptr]);
+    if (!body) return body.error();
+    rules.push_back(name + " ::= " + *body);
+    return name;
+  }
+
+  Result<std::string> Alternatives(const nlohmann::json& list) {
+    std::string alt;
+    for (const auto& sub : list) {
+      auto v = Visit(sub);
+      if (!v) return v.error();
+      alt += (alt.empty() ? "" : " | ") + *v;
+    }
+    return alt.empty() ? std::string("value") : "(" + alt + ")";
+  }
+
+  Result<std::string> Array(const nlohmann::json& schema) {
+    std::string item = "value";
+    if (schema.contains("items")) {
+      auto v = Visit(schema["items"]);
+      if (!v) return v.error();
+      item = *v;
+    }
+    const int min = schema.value("minItems", 0);
+    const int max = schema.value("maxItems", -1);
+    std::string body = "\"[\" ws ";
+    if (min > 0) {
+      body += item;
+      const std::string more = max < 0 ? "*" : "{0," + std::to_string(std::max(0, max - min)) + "}";
+      body += " (\",\" ws " + item + "){" + std::to_string(min - 1) + "}";
+      body += " (\",\" ws " + item + ")" + more;
+    } else if (max != 0) {
+      const std::string more = max < 0 ? "*" : "{0," + std::to_string(max - 1) + "}";
+      body += "(" + item + " (\",\" ws " + item + ")" + more + ")?";
+    }
+    std::string name = NewRule();
+    rules.push_back(name + " ::= " + body + " \"]\" ws");
+    return name;
+  }
+
+  // Properties in the schema's order. Without "required", every property is
+  // emitted (OpenAI's strict mode requires all of them anyway); with it, the
+  // others may be left out, keeping the order.
+  Result<std::string> Object(const nlohmann::json& schema) {
+    std::vector<std::pair<std::string, bool>> props;  // rule for `"key": value`, required
+    const bool has_required = schema.contains("required") && schema["required"].is_array();
+    for (const auto& [key, sub] : schema["properties"].items()) {
+      auto v = Visit(sub);
+      if (!v) return v.error();
+      bool required = !has_required;
+      if (has_required) {
+        for (const auto& r : schema["required"]) required |= r == key;
+      }
+      props.push_back({Literal("\"" + key + "\"") + " ws \":\" ws " + *v, required});
+    }
+    // tail[i]: the properties from i on, each preceded by a comma.
+    std::vector<std::string> tail(props.size() + 1);
+    for (size_t i = props.size(); i-- > 0;) {
+      const std::string item = "\",\" ws " + props[i].first;
+      tail[i] = (props[i].second ? item : "(" + item + ")?") + (tail[i + 1].empty() ? "" : " " + tail[i + 1]);
+    }
+    // The first property present starts without a comma: every optional one
+    // before the first required one may be that first property.
+    std::string alts;
+    size_t i = 0;
+    for (; i < props.size(); ++i) {
+      alts += (alts.empty() ? "" : " | ") + props[i].first + (tail[i + 1].empty() ? "" : " " + tail[i + 1]);
+      if (props[i].second) break;
+    }
+    std::string body = "\"{\" ws ";
+    if (!alts.empty()) body += (i == props.size() ? "(" + alts + ")?" : "(" + alts + ")");
     std::string name = NewRule();
     rules.push_back(name + " ::= " + body + " \"}\" ws");
     return name;
   }
+
+  const nlohmann::json& root_;
+  std::map<std::string, std::string> refs_;
   int next_ = 0;
 };
 
@@ -91,9 +194,15 @@ std::string JsonObjectGrammar() { return std::string("root ::= object\n") + kCom
 
 Result<std::string> JsonSchemaGrammar(const nlohmann::json& schema) {
   if (!schema.is_object()) return MakeError(ErrorCode::kInvalidArgument, "the JSON schema must be an object");
-  Builder b;
-  std::string root = b.Visit(schema);
-  std::string g = "root ::= " + root + "\n";
+  Builder b(schema);
+  Result<std::string> root = std::string();
+  try {
+    root = b.Visit(schema);
+  } catch (const nlohmann::json::exception& e) {  // e.g. "maxLength": "long"
+    return MakeError(ErrorCode::kInvalidArgument, std::string("JSON schema: ") + e.what());
+  }
+  if (!root) return root.error();
+  std::string g = "root ::= " + *root + "\n";
   for (const auto& r : b.rules) g += r + "\n";
   return g + kCommon;
 }

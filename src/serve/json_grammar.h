@@ -12,10 +12,14 @@ namespace hone::serve {
 // Any JSON object.
 std::string JsonObjectGrammar();
 
-// A grammar for a subset of JSON Schema: type object (properties in order,
-// every property emitted), array (items, minItems), string, number, integer,
-// boolean, null, enum, const. Anything else becomes "any JSON value".
-// Errors: kInvalidArgument when the schema is not an object.
+// A grammar for the JSON Schema that structured output uses: type (or a list
+// of types) object with properties in order (all emitted unless "required"
+// names a subset), array (items, minItems, maxItems), string (minLength,
+// maxLength), number, integer, boolean, null; enum, const, anyOf, oneOf, a
+// one-element allOf, and local $ref ("#/$defs/x", recursion allowed). Other
+// keywords are not enforced; a schema without a type is any JSON value.
+// Errors: kInvalidArgument for a non-object schema, a remote or dangling
+// $ref, a `false` schema, or a keyword with a value of the wrong type.
 Result<std::string> JsonSchemaGrammar(const nlohmann::json& schema);
 
 }  // namespace hone::serve

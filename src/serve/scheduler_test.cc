@@ -194,5 +194,26 @@ TEST_F(SchedulerTest, GrammarConstrainsOutputToTheSchema) {
   EXPECT_TRUE(j["age"].is_number_integer()) << text;
 }
 
+TEST_F(SchedulerTest, GrammarFollowsReferencesAndAlternatives) {
+  auto s = Make({.slots = 1, .ctx_per_slot = 256});
+  auto g = JsonSchemaGrammar(nlohmann::json::parse(R"({
+      "$defs": {"pet": {"type": "object", "required": ["kind"],
+                        "properties": {"kind": {"enum": ["cat", "dog"]}, "age": {"type": "integer"}}}},
+      "type": "object",
+      "properties": {"pets": {"type": "array", "items": {"$ref": "#/$defs/pet"}, "maxItems": 2},
+                     "owner": {"anyOf": [{"type": "null"}, {"type": "string", "maxLength": 12}]}}})"));
+  ASSERT_TRUE(g.ok()) << g.error().ToString();
+  auto job = NewJob("Lily had a pet", 96, *g);
+  ASSERT_EQ(*s->Submit(job), SubmitResult::kOk);
+  std::string text = job->WaitAll();
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << text;
+  ASSERT_TRUE(j["pets"].is_array()) << text;
+  EXPECT_LE(j["pets"].size(), 2u) << text;
+  for (const auto& p : j["pets"]) EXPECT_TRUE(p["kind"] == "cat" || p["kind"] == "dog") << text;
+  EXPECT_TRUE(j["owner"].is_null() || (j["owner"].is_string() && j["owner"].get<std::string>().size() <= 12))
+      << text;
+}
+
 }  // namespace
 }  // namespace hone::serve
