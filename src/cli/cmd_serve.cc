@@ -108,7 +108,24 @@ int Serve(const ServeArgs& a) {
     else
       std::fprintf(stderr, "hone serve: warning: %s: %s\n", e.name.c_str(), g.error().ToString().c_str());
   }
-  server.SetReady(usable > 0);
+  // Pinned models are meant to be resident: load them now, in the background
+  // (the port is already bound), and answer /health 503 until they are in.
+  std::thread preload;
+  if (!c.pinned.empty()) {
+    preload = std::thread([&pool, &server, &c] {
+      int loaded = 0;
+      for (const auto& name : c.pinned) {
+        if (auto lease = pool.Acquire(name))
+          ++loaded;
+        else
+          std::fprintf(stderr, "hone serve: pinned model '%s' failed to load: %s\n", name.c_str(),
+                       lease.error().ToString().c_str());
+      }
+      server.SetReady(loaded > 0);
+    });
+  } else {
+    server.SetReady(usable > 0);
+  }
   std::fprintf(stderr, "hone serve: %zu model(s), %d slots x %d ctx; auth %s; listening on http://%s:%d\n",
                registry->entries().size(), c.slots, c.ctx, keys->empty() ? "off" : "on", c.host.c_str(),
                *port);
@@ -118,6 +135,7 @@ int Serve(const ServeArgs& a) {
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGPIPE, SIG_IGN);
   server.Run();
+  if (preload.joinable()) preload.join();
   g_server = nullptr;
   std::fprintf(stderr, "hone serve: stopped\n");
   return 0;

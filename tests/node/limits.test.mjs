@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import OpenAI from 'openai';
-import { modelsDir, startServer, post, TMP } from './helpers.mjs';
+import { modelsDir, startServer, post, sleep, TMP } from './helpers.mjs';
 
 test('API keys: 401 without the right Bearer key, never logged', async () => {
   const server = await startServer(['--models', modelsDir()], { HONE_API_KEYS: 'sk-right-key' });
@@ -89,6 +89,27 @@ test('a model that fails to load gets a clear error; /health is 503 when nothing
     const r = await post(server.url + '/v1/completions', { model: 'broken', prompt: 'x' });
     assert.equal(r.status, 500);
     assert.ok(r.json.error.message.length > 0);
+  } finally {
+    await server.stop();
+  }
+});
+
+test('pinned models load at start-up; /health is 503 until they are resident', async () => {
+  const server = await startServer(['--models', modelsDir(), '--pin', 'stories260K']);
+  try {
+    // Right after the port is bound the load may still run: 503 then, 200 once it is in.
+    let status = 0;
+    for (let i = 0; i < 100 && status !== 200; ++i) {
+      status = (await fetch(server.url + '/health')).status;
+      if (status !== 200) {
+        assert.equal(status, 503);
+        await sleep(100);
+      }
+    }
+    assert.equal(status, 200);
+    // Resident without any request having asked for it, and pinned.
+    const ps = await (await fetch(server.url + '/api/ps')).json();
+    assert.deepEqual(ps.models.map((m) => [m.name, m.pinned]), [['stories260K', true]]);
   } finally {
     await server.stop();
   }
