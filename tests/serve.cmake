@@ -3,6 +3,7 @@
 hone_test(serve_tests
   ${SRC}/serve/scheduler_test.cc
   ${SRC}/serve/json_grammar_test.cc
+  ${SRC}/serve/peer_watch_test.cc
   ${SRC}/serve/registry_test.cc
   ${SRC}/serve/model_pool_test.cc
   ${SRC}/serve/config_test.cc

@@ -82,9 +82,10 @@ bool PumpJob(Running& run, size_t i, const ChunkWriter& write,
   for (;;) {
     bool done = false;
     std::string text = job.Take(std::chrono::milliseconds(100), &done);
-    // An empty write still tells us whether the client is there: a disconnect
-    // is noticed within ~100 ms even while a long prompt is prefilling.
-    if (!write(text.empty() ? std::string() : frame(text))) {
+    // With no text yet (queued, or a long prompt prefilling) ask the kernel
+    // whether the client is still there: writes alone would not tell.
+    const bool gone = text.empty() ? run.client_gone() || !write(std::string()) : !write(frame(text));
+    if (gone) {
       // Client gone: stop the sequence and wait the one step it takes, so the
       // log line reports how far it got.
       job.Cancel();
@@ -93,6 +94,28 @@ bool PumpJob(Running& run, size_t i, const ChunkWriter& write,
     }
     if (done) return true;
   }
+}
+
+std::string WaitForJob(Running& run, size_t i) {
+  Job& job = *run.jobs[i];
+  std::string text;
+  for (;;) {
+    bool done = false;
+    text += job.Take(std::chrono::milliseconds(100), &done);
+    if (done) return text;
+    if (run.client_gone()) {
+      job.Cancel();
+      return text + job.WaitAll();
+    }
+  }
+}
+
+HttpResponse ClientClosed(RequestLog log) {
+  HttpResponse res;
+  res.status = 499;
+  res.body = R"({"error":"client closed the request"})";
+  res.log = std::move(log);
+  return res;
 }
 
 void LogJob(const Running& run, const JobResult& r, RequestLog* log) {

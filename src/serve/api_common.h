@@ -33,6 +33,15 @@ std::optional<double> GetKeepAlive(const json& j, ApiError* err);
 bool PumpJob(Running& run, size_t i, const ChunkWriter& write,
              const std::function<std::string(const std::string&)>& frame);
 
+// Waits for job `i` of a non-streamed request and returns its text; cancels it
+// (within a step) if the client disconnects meanwhile.
+std::string WaitForJob(Running& run, size_t i);
+
+// The answer to a client that disconnected before it: nobody reads it, but the
+// log line records status 499 (nginx's "client closed request") with the job's
+// tokens so far.
+HttpResponse ClientClosed(RequestLog log);
+
 // Fills the log line from a finished job.
 void LogJob(const Running& run, const JobResult& r, RequestLog* log);
 

@@ -10,6 +10,7 @@
 #include "serve/api_common.h"
 #include "serve/ollama_api.h"
 #include "serve/openai_api.h"
+#include "serve/peer_watch.h"
 
 namespace hone::serve {
 namespace {
@@ -43,6 +44,24 @@ void Apply(HttpResponse out, httplib::Response& res) {
     sink.done();
     return true;
   });
+}
+
+// A throttled PeerHasClosed: reading the kernel's table costs a little, and
+// once gone a client stays gone.
+std::function<bool()> ClientWatch(int local_port, int remote_port) {
+  struct State {
+    Clock::time_point next{};
+    bool gone = false;
+  };
+  auto st = std::make_shared<State>();
+  return [st, local_port, remote_port] {
+    const auto now = Clock::now();
+    if (!st->gone && now >= st->next) {
+      st->next = now + std::chrono::milliseconds(200);
+      st->gone = PeerHasClosed(local_port, remote_port);
+    }
+    return st->gone;
+  };
 }
 
 bool SameKey(const std::string& a, const std::string& b) {
@@ -137,9 +156,12 @@ void HttpServer::Routes() {
   });
 
   using Fn = std::function<HttpResponse(const HttpRequest&)>;
-  auto route = [](Fn fn) {
-    return [fn](const httplib::Request& req, httplib::Response& res) {
-      Apply(fn(HttpRequest{req.method, req.path, req.body, t_request_id}), res);
+  // cpp-httplib 0.11 leaves Request::local_port unset: use the bound port.
+  auto route = [this](Fn fn) {
+    return [this, fn](const httplib::Request& req, httplib::Response& res) {
+      HttpRequest r{req.method, req.path, req.body, t_request_id};
+      r.client_gone = ClientWatch(port_.load(), req.remote_port);
+      Apply(fn(r), res);
     };
   };
   Service& svc = svc_;
@@ -176,6 +198,7 @@ Result<int> HttpServer::Bind() {
     return MakeError(ErrorCode::kIo, "cannot listen on " + config_.host + ":" + std::to_string(config_.port) +
                                          " (in use, or not an address of this machine)");
   }
+  port_ = port;
   return port;
 }
 

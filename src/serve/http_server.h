@@ -41,6 +41,7 @@ class HttpServer {
   Service& svc_;
   std::unique_ptr<httplib::Server> http_;
   std::atomic<bool> ready_{false};
+  std::atomic<int> port_{0};  // bound port, for the disconnect check
 };
 
 }  // namespace hone::serve

@@ -14,6 +14,8 @@ struct HttpRequest {
   std::string path;
   std::string body;
   std::string id;  // request id, echoed as X-Request-Id and logged
+  // True once the client has disconnected (see peer_watch.h); never null.
+  std::function<bool()> client_gone = [] { return false; };
 };
 
 // Writes one chunk; returns false once the client has gone away.

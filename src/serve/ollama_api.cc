@@ -116,10 +116,11 @@ HttpResponse Run(Service& svc, const GenRequest& gr, bool chat) {
                                r.error.empty() ? "generation was cancelled" : r.error));
   };
   if (!gr.stream) {
-    std::string text = run->jobs[0]->WaitAll();
+    std::string text = WaitForJob(*run, 0);
     JobResult r = run->jobs[0]->result();
     HttpResponse res;
     LogJob(*run, r, &res.log);
+    if (r.finish == Finish::kCancelled && run->client_gone()) return ClientClosed(res.log);
     if (r.finish != Finish::kStop && r.finish != Finish::kLength) return Fail(job_error(r));
     res.body = Dump(final_piece(text, r));
     return res;
@@ -158,6 +159,7 @@ HttpResponse Generate(Service& svc, const HttpRequest& req) {
   auto j = ParseBody(req.body, &err);
   if (!j) return Fail(err);
   GenRequest gr;
+  gr.client_gone = req.client_gone;
   if (!ParseOptions(*j, &gr, &err)) return Fail(err);
   auto prompt = GetString(*j, "prompt", &err);
   auto system = GetString(*j, "system", &err);
@@ -181,6 +183,7 @@ HttpResponse Chat(Service& svc, const HttpRequest& req) {
   auto j = ParseBody(req.body, &err);
   if (!j) return Fail(err);
   GenRequest gr;
+  gr.client_gone = req.client_gone;
   gr.chat = true;
   if (!ParseOptions(*j, &gr, &err)) return Fail(err);
   if (j->contains("messages") && !(*j)["messages"].is_null()) {

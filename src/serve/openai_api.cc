@@ -94,9 +94,10 @@ HttpResponse Generate(Service& svc, const GenRequest& gr, bool chat) {
     json choices = json::array();
     JobResult total;
     for (size_t i = 0; i < run->jobs.size(); ++i) {
-      std::string text = run->jobs[i]->WaitAll();
+      std::string text = WaitForJob(*run, i);
       JobResult r = run->jobs[i]->result();
       LogJob(*run, r, &res.log);
+      if (r.finish == Finish::kCancelled && run->client_gone()) return ClientClosed(res.log);
       if (Failed(r)) return Fail(JobError(r));
       json c = {{"index", i}, {"finish_reason", FinishName(r.finish)}, {"logprobs", nullptr}};
       if (chat)
@@ -190,6 +191,7 @@ HttpResponse ChatCompletions(Service& svc, const HttpRequest& req) {
   auto j = ParseBody(req.body, &err);
   if (!j) return Fail(err);
   GenRequest gr;
+  gr.client_gone = req.client_gone;
   gr.chat = true;
   if (!ParseCommon(*j, &gr, &err) || !ParseResponseFormat(*j, &gr, &err)) return Fail(err);
   if (!j->contains("messages") || !(*j)["messages"].is_array())
@@ -221,6 +223,7 @@ HttpResponse Completions(Service& svc, const HttpRequest& req) {
   auto j = ParseBody(req.body, &err);
   if (!j) return Fail(err);
   GenRequest gr;
+  gr.client_gone = req.client_gone;
   gr.max_tokens = 16;  // OpenAI's default for completions
   if (!ParseCommon(*j, &gr, &err)) return Fail(err);
   auto prompts = GetStrings(*j, "prompt", &err);

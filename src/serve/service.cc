@@ -31,6 +31,7 @@ std::shared_ptr<Running> Service::Start(const GenRequest& r, ApiFlavor flavor, A
   }
   auto run = std::make_shared<Running>();
   run->lease = std::move(*lease);
+  run->client_gone = r.client_gone;
   run->model = (*run->lease)->name;
   if (run->lease->just_loaded) run->load_seconds = (*run->lease)->load_seconds;
   const engine::Model& model = *(*run->lease)->model;

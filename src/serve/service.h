@@ -3,6 +3,7 @@
 // the prompt with the model's chat template, queue jobs on its scheduler).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,7 @@ struct GenRequest {
   bool stream = false;
   bool include_usage = false;
   std::optional<double> keep_alive_s;
+  std::function<bool()> client_gone = [] { return false; };  // from HttpRequest
 };
 
 // A started request: holds the model lease until the last byte is sent.
@@ -37,6 +39,7 @@ struct Running {
   std::string model;
   double load_seconds = 0;  // 0 when the model was already resident
   Clock::time_point start = Clock::now();
+  std::function<bool()> client_gone = [] { return false; };
   ~Running();  // cancels jobs still running (a client gone, a handler error)
 };
 

@@ -155,6 +155,27 @@ test('cancelling mid-stream stops the sequence', async () => {
   assert.ok(Number(line[1]) < 400, `stopped early (${line[1]} tokens)`);
 });
 
+test('a client that disconnects before a non-streamed answer stops its sequence', async () => {
+  const ctl = new AbortController();
+  const pending = fetch(server.url + '/v1/completions', {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ model: 'tiny', prompt: 'Once upon a time', max_tokens: 3000 }),
+    signal: ctl.signal,
+  });
+  await sleep(400);
+  ctl.abort();
+  await assert.rejects(pending);
+  // The server notices through the kernel (no write happens before the answer).
+  let line = null;
+  for (let i = 0; i < 30 && !line; ++i) {
+    line = /"completion_tokens":(\d+),"finish":"cancelled"[^\n]*"path":"\/v1\/completions"[^\n]*"status":499/.exec(server.log());
+    if (!line) await sleep(100);
+  }
+  assert.ok(line, 'the log line reports the cancel with status 499:\n' + server.log().slice(-2000));
+  assert.ok(Number(line[1]) < 3000, `stopped early (${line[1]} tokens)`);
+});
+
 test('unknown model: 404 in the OpenAI envelope', async () => {
   await assert.rejects(
     client.chat.completions.create({ model: 'gpt-9', messages: [{ role: 'user', content: 'hi' }] }),
