@@ -206,5 +206,37 @@ TEST(Tokenizer, ChineseRoundTripWithQwenTokenizer) {
   EXPECT_NE(chat->find("<|im_start|>assistant\n"), std::string::npos);
 }
 
+// The top-k shortcut (see sampler.h) must pick exactly the tokens llama.cpp's
+// full-vocabulary path picks: greedy, and seeded sampling through top-k,
+// top-p, min-p and temperature, on a 512-token and a 151,936-token vocabulary.
+TEST(Sampler, TopKShortcutPicksTheSameTokensAsTheFullVocabulary) {
+  for (const std::string& path :
+       {hone::testing::SharedModel("stories260K.gguf"), hone::testing::TinySynthModel()}) {
+    auto model = LoadOrDie(path);
+    ASSERT_TRUE(model);
+    SamplingOptions variants[3];
+    variants[0].temperature = 0;
+    variants[1].seed = 42;  // the defaults: top-k 40, top-p 0.95, min-p 0.05, temperature 0.8
+    variants[2].seed = 7, variants[2].top_k = 5, variants[2].top_p = 0.8f, variants[2].min_p = 0,
+    variants[2].temperature = 1.5f;
+    for (const SamplingOptions& o : variants) {
+      std::vector<std::vector<Token>> outputs;
+      for (bool full : {true, false}) {
+        auto s = NewSession(model);
+        ASSERT_TRUE(s);
+        GenerateRequest r = Greedy(*model, "Once upon a time", 48);
+        r.sampling = o;
+        r.sampling.full_vocab = full;
+        r.ignore_eos = true;
+        auto g = Generate(*s, r);
+        ASSERT_TRUE(g.ok()) << g.error().ToString();
+        outputs.push_back(g->tokens);
+      }
+      EXPECT_EQ(outputs[0].size(), 48u);
+      EXPECT_EQ(outputs[0], outputs[1]) << path << " temperature " << o.temperature << " top_k " << o.top_k;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hone::engine

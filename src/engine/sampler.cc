@@ -8,6 +8,10 @@
 
 namespace hone::engine {
 
+struct Sampler::Candidates {
+  std::vector<llama_token_data> data;
+};
+
 Result<std::unique_ptr<Sampler>> Sampler::Create(const Model& model, const SamplingOptions& o) {
   if (o.top_p < 0 || o.min_p < 0 || o.min_p > 1) {
     return MakeError(ErrorCode::kInvalidArgument, "top_p must be >= 0 and min_p within [0, 1]");
@@ -31,10 +35,16 @@ Result<std::unique_ptr<Sampler>> Sampler::Create(const Model& model, const Sampl
         s->chain_, llama_sampler_init_penalties(llama_vocab_n_tokens(vocab), o.repeat_last_n,
                                                 o.repeat_penalty, o.frequency_penalty, o.presence_penalty));
   }
+  s->n_vocab_ = llama_vocab_n_tokens(vocab);
+  s->top_ = std::make_unique<Candidates>();
+  // Nothing in the chain before top-k (or greedy) looks at all tokens: the shortcut applies.
+  const bool plain = o.grammar.empty() && llama_sampler_chain_n(s->chain_) == 0 && !o.full_vocab;
   if (o.greedy()) {
     llama_sampler_chain_add(s->chain_, llama_sampler_init_greedy());
+    if (plain) s->prefilter_k_ = 1;
     return s;
   }
+  if (plain && o.top_k > 0) s->prefilter_k_ = std::min(o.top_k, s->n_vocab_);
   if (o.top_k > 0) llama_sampler_chain_add(s->chain_, llama_sampler_init_top_k(o.top_k));
   if (o.top_p < 1.0f) llama_sampler_chain_add(s->chain_, llama_sampler_init_top_p(o.top_p, 1));
   if (o.min_p > 0) llama_sampler_chain_add(s->chain_, llama_sampler_init_min_p(o.min_p, 1));
@@ -48,8 +58,34 @@ Sampler::~Sampler() {
 }
 
 Token Sampler::Sample(Session& session, int index) {
-  // llama_sampler_sample also calls accept on the chosen token.
-  return llama_sampler_sample(chain_, session.raw(), index);
+  if (prefilter_k_ <= 0) {
+    // llama_sampler_sample also calls accept on the chosen token.
+    return llama_sampler_sample(chain_, session.raw(), index);
+  }
+  const float* logits = llama_get_logits_ith(session.raw(), index);
+  // The k largest logits in one pass: a min-heap whose root is the smallest kept.
+  std::vector<llama_token_data>& top = top_->data;
+  top.clear();
+  auto smaller_first = [](const llama_token_data& a, const llama_token_data& b) { return a.logit > b.logit; };
+  for (int i = 0; i < n_vocab_; ++i) {
+    const float l = logits[i];
+    if (static_cast<int>(top.size()) < prefilter_k_) {
+      top.push_back({i, l, 0.0f});
+      if (static_cast<int>(top.size()) == prefilter_k_) std::make_heap(top.begin(), top.end(), smaller_first);
+    } else if (l > top.front().logit) {
+      std::pop_heap(top.begin(), top.end(), smaller_first);
+      top.back() = {i, l, 0.0f};
+      std::push_heap(top.begin(), top.end(), smaller_first);
+    }
+  }
+  // Vocabulary order, as the full array has it, so ties break the same way.
+  std::sort(top.begin(), top.end(),
+            [](const llama_token_data& a, const llama_token_data& b) { return a.id < b.id; });
+  llama_token_data_array arr{top.data(), top.size(), -1, false};
+  llama_sampler_apply(chain_, &arr);
+  const Token t = arr.data[arr.selected].id;
+  llama_sampler_accept(chain_, t);
+  return t;
 }
 
 void Sampler::Accept(Token token) { llama_sampler_accept(chain_, token); }

@@ -63,6 +63,9 @@ struct Dimension {
 
 struct SearchSpace {
   Config defaults;
+  // Searched one at a time before anything else: the shape of the workload
+  // (the server's slot count), which every other setting is measured under.
+  std::vector<Dimension> early;
   std::vector<Dimension> grid;   // searched jointly by --exhaustive
   std::vector<Dimension> extra;  // always searched one at a time (reload or quality trade-offs)
   std::function<bool(const Config&)> valid = [](const Config&) { return true; };
@@ -88,7 +91,7 @@ struct SearchResult {
   Summary best_score;
   Summary default_score;
   Summary speedup;             // best / default, paired ratios of the final comparison
-  bool kept_defaults = false;  // the best was not faster than the defaults beyond noise
+  bool kept_defaults = false;  // the best was not faster than the defaults in the final comparison
   bool budget_exhausted = false;
   double measure_seconds = 0;  // time spent measuring (all trials)
   double max_drift = 0;        // largest |baseline change| seen, fraction

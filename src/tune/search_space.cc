@@ -155,13 +155,13 @@ SearchSpace BuildSearchSpace(const hw::MachineInfo& m, const SpaceRequest& r) {
   s.extra = {kv, load};
   if (r.workload == Workload::kServer && r.concurrency > 1) {
     // Server slots: fewer slots than clients queue the rest (lower KV memory,
-    // faster streams), more would sit idle. Decided on the tuned thread setup,
-    // before the KV type and load mode, which matter less to a server.
+    // faster streams), more would sit idle. Decided first: it sets the batch
+    // every other parameter is measured with, and matters most to a server.
     Dimension slots{"parallel", {}};
     std::set<int> values{r.concurrency};
     for (int p = 1; p < r.concurrency; p *= 2) values.insert(p);
     for (int p : values) slots.values.push_back({std::to_string(p), [p](Config& c) { c.n_parallel = p; }});
-    s.extra.insert(s.extra.begin(), slots);
+    s.early.push_back(slots);
   }
 
   // Strict placement runs one thread per listed CPU: more threads than CPUs cannot be placed.

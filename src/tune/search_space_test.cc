@@ -137,9 +137,9 @@ TEST(SearchSpace, ServerSearchesItsSlotCount) {
   r.workload = Workload::kServer;
   r.concurrency = 6;
   SearchSpace s = BuildSearchSpace(Machine(4, 1, 1), r);
-  EXPECT_EQ(Labels(Find(s.extra, "parallel")), (std::vector<std::string>{"1", "2", "4", "6"}));
+  EXPECT_EQ(Labels(Find(s.early, "parallel")), (std::vector<std::string>{"1", "2", "4", "6"}));
   r.workload = Workload::kChat;
-  EXPECT_EQ(Find(BuildSearchSpace(Machine(4, 1, 1), r).extra, "parallel"), nullptr);
+  EXPECT_EQ(Find(BuildSearchSpace(Machine(4, 1, 1), r).early, "parallel"), nullptr);
 }
 
 TEST(Config, ParsesDurationsAndWorkloads) {
