@@ -11,7 +11,7 @@ BUILD_DIR=$1 PREFIX=$2 OUT=$3
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 rm -rf "$OUT"; mkdir -p "$OUT/bin" "$OUT/lib" "$OUT/bench"
 cp "$BUILD_DIR/hone" "$OUT/bin/"
-for t in llama-bench llama-quantize; do cp "$PREFIX/bin/$t" "$OUT/bin/"; done
+for t in llama-bench llama-quantize llama-server; do cp "$PREFIX/bin/$t" "$OUT/bin/"; done
 # Shared libraries outside glibc/libstdc++ (which the target has, newer).
 for exe in "$OUT"/bin/*; do
   ldd "$exe" | awk '/=> \// {print $3}' | while read -r lib; do
@@ -22,5 +22,5 @@ for exe in "$OUT"/bin/*; do
   done
 done
 cp "$PREFIX/../src/models/ggml-vocab-qwen2.gguf" "$OUT/"
-cp "$ROOT/bench/tg_vs_llama_bench.py" "$ROOT/bench/device/run.sh" "$OUT/bench/"
+cp "$ROOT/bench/tg_vs_llama_bench.py" "$ROOT/bench/serve_vs_llama_server.py" "$ROOT/bench/device/run.sh" "$OUT/bench/"
 du -sh "$OUT"
