@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "engine/backend.h"
 #include "engine/memory_estimate.h"
 #include "hw/probe.h"
 #include "tune/flags.h"
@@ -297,6 +298,7 @@ int Tune(const TuneArgs& a) {
   sr.concurrency = p.spec.concurrency;
   sr.model_bytes = p.gguf.file_bytes;
   sr.mlock_allowed = MlockAllowed(p.gguf.file_bytes);
+  sr.poll_applies = !engine::UsesOpenMp();
   tune::SearchSpace space = tune::BuildSearchSpace(p.machine, sr);
   Outcome o;
   o.grid_size = space.GridSize();
@@ -312,6 +314,9 @@ int Tune(const TuneArgs& a) {
   if (!a.quiet) so.on_trial = &PrintProgress;
   tune::MeasureFn fn = [&](const tune::Config& c, int reps) { return measurer.Measure(c, reps); };
   tune::SearchResult r = tune::Search(space, fn, so);
+  if (!sr.poll_applies)
+    r.notes.push_back(
+        "poll level not searched: this llama.cpp build runs ggml on OpenMP threads, which ignore it");
   if (r.trials.empty() || !r.trials[0].error.empty()) {
     return Fail("the defaults could not be measured: " + (r.trials.empty() ? "" : r.trials[0].error));
   }

@@ -61,6 +61,8 @@ std::string SystemInfo() {
   return llama_print_system_info();
 }
 
+bool UsesOpenMp() { return SystemInfo().find("OPENMP = 1") != std::string::npos; }
+
 std::string LlamaVersion() {
 #ifdef HONE_LLAMA_COMMIT
   return HONE_LLAMA_COMMIT;

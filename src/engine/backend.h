@@ -20,4 +20,9 @@ std::string TakeRecentLlamaErrors();
 std::string SystemInfo();
 std::string LlamaVersion();  // the pinned commit this binary was built against
 
+// Whether ggml's CPU backend runs graphs on OpenMP threads (the default
+// build). Thread placement still applies then, but the poll level does not:
+// OpenMP's own barriers spin instead of ggml's pool.
+bool UsesOpenMp();
+
 }  // namespace hone::engine

@@ -189,8 +189,11 @@ class Searcher {
           keep.push_back(i);
       }
       alive.swap(keep);
+      const bool equivalent = std::all_of(alive.begin(), alive.end(), [&](int i) {
+        return result_.trials[i].score.mean >= (1 - o_.equivalence) * L.mean;
+      });
       bool more = false;
-      if (alive.size() > 1) {
+      if (alive.size() > 1 && !equivalent) {
         for (int i : alive) {
           Trial& t = result_.trials[i];
           if (static_cast<int>(t.samples.size()) < o_.max_reps && !OutOfBudget()) {
@@ -249,6 +252,9 @@ class Searcher {
     result_.default_score = result_.trials[base].score;
     result_.best_score = result_.trials[inc].score;
     if (inc == base) {
+      if (result_.trials[base].error.empty())
+        result_.notes.push_back("no candidate beat the defaults; keeping them");
+      result_.kept_defaults = true;
       result_.speedup = Summarize({1.0});
       return result_;
     }

@@ -4,8 +4,9 @@
 //
 // Default search (coordinate racing): starting from llama.cpp's defaults, one
 // dimension at a time (most important first), every value of that dimension is
-// measured a few times; clear losers (CI entirely below the leader, or >15%
-// slower) are dropped, survivors get more repetitions until one is left or all
+// measured a few times, nearest to the incumbent's value first; clear losers
+// (CI entirely below the leader, or >15% slower) are dropped, survivors get
+// more repetitions until one is left, all are within 2% of the leader, or all
 // reached max_reps, and the best mean becomes the new incumbent. Measured
 // configurations are cached, so a second pass over the dimensions is cheap.
 // Exhaustive (--exhaustive): every combination of the grid dimensions, each
@@ -77,8 +78,11 @@ struct SearchOptions {
   bool exhaustive = false;
   int min_reps = 2;
   int max_reps = 5;
-  double cv_target = 0.03;        // above it a trial is measured again
-  double drop_fraction = 0.15;    // a value this much slower than the leader is dropped
+  double cv_target = 0.03;      // above it a trial is measured again
+  double drop_fraction = 0.15;  // a value this much slower than the leader is dropped
+  // Racing stops once every survivor is within this fraction of the leader:
+  // telling them apart would cost more repetitions than the difference is worth.
+  double equivalence = 0.02;
   double min_quality = 0.95;      // a KV type that changes more greedy tokens is not chosen
   int final_pairs = 5;            // interleaved default/best repetitions at the end
   double reserve_fraction = 0.2;  // of the budget, kept for the final comparison

@@ -114,7 +114,10 @@ SearchSpace BuildSearchSpace(const hw::MachineInfo& m, const SpaceRequest& r) {
                             }});
   }
   Dimension poll{"poll", {}};
-  for (int p : {0, 50, 100}) poll.values.push_back({std::to_string(p), [p](Config& c) { c.poll = p; }});
+  // OpenMP builds of ggml ignore the poll level: only the default is left, and
+  // the one-value dimension is dropped below.
+  for (int p : r.poll_applies ? std::vector<int>{0, 50, 100} : std::vector<int>{50})
+    poll.values.push_back({std::to_string(p), [p](Config& c) { c.poll = p; }});
   // The logical batch: how many prompt tokens one decode call takes (the
   // micro-batch splits it). Values the workload's prompts cannot fill are left
   // out; the defaults (2048 and 512) are always values.

@@ -19,6 +19,7 @@ struct SpaceRequest {
   int concurrency = 1;
   uint64_t model_bytes = 0;   // for the mlock check against RLIMIT_MEMLOCK
   bool mlock_allowed = true;  // false when RLIMIT_MEMLOCK is below model_bytes
+  bool poll_applies = true;   // false on OpenMP builds of ggml (engine::UsesOpenMp)
 };
 
 // A named set of logical CPUs to pin threads to.

@@ -132,6 +132,16 @@ TEST(SearchSpace, LogicalBatchIsSearchedWhenThePromptsCanFillIt) {
             (std::vector<std::string>{"256", "512", "2048"}));
 }
 
+TEST(SearchSpace, PollIsLeftOutWhereItDoesNothing) {
+  SpaceRequest r;
+  EXPECT_EQ(Labels(Find(BuildSearchSpace(Machine(4, 1, 1), r).grid, "poll")),
+            (std::vector<std::string>{"0", "50", "100"}));
+  r.poll_applies = false;  // an OpenMP build
+  SearchSpace s = BuildSearchSpace(Machine(4, 1, 1), r);
+  EXPECT_EQ(Find(s.grid, "poll"), nullptr);
+  EXPECT_EQ(s.defaults.poll, 50);
+}
+
 TEST(SearchSpace, ServerSearchesItsSlotCount) {
   SpaceRequest r;
   r.workload = Workload::kServer;

@@ -223,5 +223,54 @@ TEST(Search, ExhaustiveMeasuresEveryValidGridConfiguration) {
   EXPECT_GE(grid_keys.size(), space.GridSize());
 }
 
+// Seen on a 16-core machine: the budget ran out after the threads stage had
+// measured only one newcomer (t=1, far worse), which then replaced the
+// defaults. The incumbent races in its own stage, and neighbours go first.
+TEST(Search, ABudgetEndingMidStageNeverTradesTheIncumbentForAWorseValue) {
+  Sim s;
+  auto by_threads = [](const Config& c) { return 10.0 * c.threads; };  // the defaults (16) are best
+  std::vector<int> measured;
+  MeasureFn fn = [&](const Config& c, int reps) {
+    measured.push_back(c.threads);
+    return s.fn(by_threads)(c, reps);
+  };
+  // Baseline (1 warm-up + 2 reps, 3 s) plus room for one more trial before the
+  // 20% reserve: 3 + 1.5 * 3 <= 0.8 * 11 < 6 + 1.5 * 3.
+  SearchResult r = Search(Space(), fn, s.Options(11, false));
+  EXPECT_EQ(r.best.threads, 16);
+  EXPECT_TRUE(r.kept_defaults);
+  ASSERT_GE(measured.size(), 2u);
+  EXPECT_EQ(measured[1], 15);  // the neighbour of 16, not 1
+}
+
+// Seen there too: a candidate that measured 0.875 of the defaults in the final
+// comparison (inside its wide CI) was handed out. Slower on average: not kept.
+TEST(Search, AWinnerSlowerOnAverageInTheFinalComparisonIsNotKept) {
+  Sim s;
+  bool final_phase = false;
+  int final_winner_reps = 0;
+  Config defaults = Space().defaults;
+  SearchOptions o = s.Options(1e9, false);
+  int trials_seen = 0;
+  o.on_trial = [&](const Trial&, double) { ++trials_seen; };
+  auto base = s.fn(TrueScore);
+  MeasureFn fn = [&](const Config& c, int reps) -> Result<std::vector<Sample>> {
+    if (trials_seen > 40) final_phase = true;
+    auto r = base(c, reps);
+    // In the final comparison the winner runs at 0.80 and 1.10 of the defaults
+    // by turns: 0.92 on average, with a CI wide enough to reach past 1.
+    if (final_phase && r && !(c == defaults)) {
+      for (Sample& x : *r) x.score = TrueScore(defaults) * (final_winner_reps++ % 2 == 0 ? 0.80 : 1.10);
+    }
+    return r;
+  };
+  SearchResult r = Search(Space(), fn, o);
+  ASSERT_TRUE(final_phase);
+  ASSERT_GE(final_winner_reps, 3);
+  EXPECT_TRUE(r.kept_defaults);
+  EXPECT_EQ(r.best.Key(), defaults.Key());
+  EXPECT_DOUBLE_EQ(r.speedup.mean, 1.0);
+}
+
 }  // namespace
 }  // namespace hone::tune
