@@ -62,9 +62,14 @@ Result<nlohmann::json> CheckEffect(const ImatrixArgs& a) {
 }
 
 int Run(ImatrixArgs& a) {
-  if (a.out.empty())
-    a.out =
-        (fs::path(a.model).parent_path() / (fs::path(a.model).stem().string() + ".imatrix.gguf")).string();
+  if (a.out.empty()) {
+    const fs::path dir = fs::path(a.model).parent_path();
+    // A missing calibration file is the first thing to report; then a default
+    // output that would land in a read-only folder.
+    if (Status s = quant::CheckDefaultOutputDir(dir.string(), "-o"); !s && fs::exists(a.calib))
+      return Fail(s.error().message, 2);
+    a.out = (dir / (fs::path(a.model).stem().string() + ".imatrix.gguf")).string();
+  }
   if (a.quiet || a.json) ProgressBar::SetEnabled(false);
   if (!a.check_type.empty() && a.corpus.empty()) return Fail("--check needs --corpus (held-out text)", 2);
   auto r = quant::ComputeImatrix(a.model, a.calib, a.out, a.opt);

@@ -1,5 +1,8 @@
 #include "quant/files.h"
 
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
 #include <cctype>
 #include <cstdint>
 #include <cstdio>
@@ -97,6 +100,19 @@ Status WriteTextAtomic(const std::string& path, const std::string& text) {
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) return MakeError(ErrorCode::kIo, "cannot rename " + tmp + ": " + ec.message());
+  return Status::Ok();
+}
+
+Status CheckDefaultOutputDir(const std::string& dir, const std::string& flag) {
+  const std::string d = dir.empty() ? "." : dir;
+  struct stat st {};
+  struct statvfs vfs {};
+  const bool no_write_bits = stat(d.c_str(), &st) == 0 && (st.st_mode & 0222) == 0;
+  const bool read_only_mount = statvfs(d.c_str(), &vfs) == 0 && (vfs.f_flag & ST_RDONLY);
+  if (no_write_bits || read_only_mount) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "the source's folder " + d + " is read-only; choose where the output goes with " + flag);
+  }
   return Status::Ok();
 }
 

@@ -61,7 +61,11 @@ Result<std::vector<QuantizeOutcome>> QuantizeAll(const std::string& src, const Q
   }
   auto src_hash = HashFile(src);
   if (!src_hash) return src_hash.error();
-  if (!opt.out_dir.empty()) {
+  if (opt.out_dir.empty()) {
+    // Beside the source is hone's choice, not the user's: not into a read-only folder.
+    if (Status s = CheckDefaultOutputDir(fs::path(src).parent_path().string(), "--out-dir"); !s)
+      return s.error();
+  } else {
     std::error_code ec;
     fs::create_directories(opt.out_dir, ec);
     if (ec) return MakeError(ErrorCode::kIo, "cannot create " + opt.out_dir + ": " + ec.message());

@@ -1,12 +1,11 @@
 // End-to-end: `hone quantize`, `hone imatrix` and `hone bench` on the trained
 // tiny models, checked against the peer llama.cpp tools in the same run.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -90,15 +89,44 @@ TEST(Quantize, BadTypesGetClearErrors) {
   EXPECT_NE(r.output.find("already quantized"), std::string::npos) << r.output;
 }
 
+// hone runs as root in containers, where permission bits do not stop a write:
+// a model in a read-only folder must not get its outputs beside it unasked.
+TEST(Quantize, ReadOnlySourceFolderNeedsAnExplicitOutput) {
+  const std::string dir = TempPath("ro-src");
+  fs::create_directories(dir);
+  fs::copy_file(SharedModel("stories260K.gguf"), dir + "/s.gguf", fs::copy_options::overwrite_existing);
+  fs::permissions(dir, fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write,
+                  fs::perm_options::remove);
+  auto r = RunCommand(Hone("quantize " + dir + "/s.gguf --types q8_0"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("is read-only; choose where the output goes with --out-dir"), std::string::npos)
+      << r.output;
+  r = RunCommand(Hone("imatrix " + dir + "/s.gguf --calib " + SharedCorpus("tinystories_heldout.txt")));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("with -o"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir + "/s.Q8_0.gguf"));
+  EXPECT_FALSE(fs::exists(dir + "/s.imatrix.gguf"));
+  fs::permissions(dir, fs::perms::owner_write, fs::perm_options::add);
+  fs::remove_all(dir);
+}
+
 double PeerPerplexity(const std::string& model, int ctx) {
   static const std::regex kFinal(R"(Final estimate: PPL = ([0-9.]+))");
   std::smatch m;
-  const std::string output = RunCommand(Peer("llama-perplexity") + " -m " + model + " -f " +
-                                        SharedCorpus("tinystories_heldout.txt") + " -c " +
-                                        std::to_string(ctx) + " --chunks 12 -t 2 2>&1")
-                                 .output;
-  if (std::regex_search(output, m, kFinal)) return std::stod(m[1]);
-  ADD_FAILURE() << output;
+  // Up to three tries: in CI, with other tests running beside it, the peer has
+  // twice ended without its last lines ([11] or [10] of 12, then nothing),
+  // on the shared F32 model as well; never on a quiet machine. What is checked
+  // here is hone's number, so a peer run that lost its tail is run again.
+  testing::CommandResult r;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    r = RunCommand(Peer("llama-perplexity") + " -m " + model + " -f " +
+                   SharedCorpus("tinystories_heldout.txt") + " -c " + std::to_string(ctx) +
+                   " --chunks 12 -t 2 2>&1");
+    if (std::regex_search(r.output, m, kFinal)) return std::stod(m[1]);
+    std::fprintf(stderr, "[ppl] peer attempt %d ended with exit code %d and no final estimate\n", attempt + 1,
+                 r.exit_code);
+  }
+  ADD_FAILURE() << r.output;
   return -1;
 }
 

@@ -83,7 +83,7 @@ TEST(TuneCli, ShortTuneWritesAProfileThatRunPicksUp) {
 TEST(TuneCli, ServerWorkloadMeasuresConcurrentStreams) {
   std::string dir = FreshDir("profiles-server");
   auto r = RunCommand(ProfileEnv(dir) + HoneBinary() + " tune " + SharedModel("stories260K.gguf") +
-                      " --workload server --concurrency 3 --budget 15s --prompt-tokens 16 --gen-tokens 8 "
+                      " --workload server --concurrency 3 --budget 30s --prompt-tokens 16 --gen-tokens 8 "
                       "--json --no-save 2>/dev/null");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   nlohmann::json j = JsonOf(r.output);
