@@ -66,18 +66,38 @@ def wait_ready(port, proc, timeout=180):
     raise RuntimeError("server did not become ready")
 
 
+# "chat" (default, the issue's workload): the OpenAI chat API. "completions":
+# the chat rendered here in ChatML and sent to /v1/completions. Either way
+# llama-server checks each answer with its chat-output parser, which fails
+# some of the random-weight model's answers (invalid UTF-8 from split byte
+# tokens: "unparsed Content-only output") with an error event mid-stream;
+# such requests are counted in the table's last column.
+API = "chat"
+
+
+def chatml(question):
+    return (f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n{question}<|im_end|>\n"
+            "<|im_start|>assistant\n")
+
+
 def stream_chat(port, model, question, max_tokens, seed):
-    """One streaming request: returns (ttft, [inter-token gaps], tokens)."""
-    body = json.dumps({"model": model, "stream": True, "stream_options": {"include_usage": True},
-                       "max_tokens": max_tokens, "temperature": 0.8, "seed": seed, "ignore_eos": True,
-                       "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]})
+    """One streaming request: returns (ttft, [inter-token gaps], tokens, error)."""
+    common = {"model": model, "stream": True, "stream_options": {"include_usage": True},
+              "max_tokens": max_tokens, "temperature": 0.8, "seed": seed, "ignore_eos": True}
+    if API == "chat":
+        path = "/v1/chat/completions"
+        body = dict(common, messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}])
+    else:
+        path = "/v1/completions"
+        body = dict(common, prompt=chatml(question))
+    body = json.dumps(body)
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     t0 = time.perf_counter()
-    c.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+    c.request("POST", path, body, {"Content-Type": "application/json"})
     r = c.getresponse()
     if r.status != 200:
         raise RuntimeError(f"HTTP {r.status}: {r.read()[:200]}")
-    ttft, last, gaps, chunks, usage = None, None, [], 0, None
+    ttft, last, gaps, chunks, usage, error = None, None, [], 0, None, None
     while True:
         line = r.readline()
         if not line:
@@ -86,9 +106,12 @@ def stream_chat(port, model, question, max_tokens, seed):
         if not line.startswith(b"data: ") or line == b"data: [DONE]":
             continue
         d = json.loads(line[6:])
+        if d.get("error"):  # an error event mid-stream: the request failed
+            error = d["error"]
         if d.get("usage"):
             usage = d["usage"]
-        if d.get("choices") and d["choices"][0].get("delta", {}).get("content"):
+        choice = d["choices"][0] if d.get("choices") else {}
+        if choice.get("delta", {}).get("content") or choice.get("text"):
             now = time.perf_counter()
             if ttft is None:
                 ttft = now - t0
@@ -97,7 +120,7 @@ def stream_chat(port, model, question, max_tokens, seed):
             last = now
             chunks += 1
     tokens = usage["completion_tokens"] if usage else chunks
-    return ttft or (time.perf_counter() - t0), gaps, tokens
+    return ttft or (time.perf_counter() - t0), gaps, tokens, error
 
 
 def run_level(port, model, clients, per_client, max_tokens, rep):
@@ -118,7 +141,8 @@ def run_level(port, model, clients, per_client, max_tokens, rep):
         t.join()
     wall = time.perf_counter() - t0
     return {"tps": sum(r[2] for r in results) / wall, "ttft": [r[0] for r in results],
-            "itl": [g for r in results for g in r[1]], "tokens": sum(r[2] for r in results)}
+            "itl": [g for r in results for g in r[1]], "tokens": sum(r[2] for r in results),
+            "requests": len(results), "failed": sum(1 for r in results if r[3])}
 
 
 def pct(xs, q):
@@ -152,12 +176,21 @@ class Server:
         self.log.close()
 
 
+# llama-server's default jinja chat path also parses every answer for tool
+# calls and reasoning, which fails even more random-weight answers ("does not
+# match the expected peg-native format"); --no-jinja gives the peer its best
+# case with the same ChatML template.
+NO_JINJA = ["--no-jinja"]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--levels", default="1,4,8")
+    ap.add_argument("--api", choices=["chat", "completions"], default="chat",
+                    help="how the chat is sent (see API in the script)")
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--hone", default=os.path.join(ROOT, "build/hone"))
     ap.add_argument("--peer-bin", default=os.environ.get("HONE_PEER_BIN"))
@@ -165,6 +198,8 @@ def main():
     ap.add_argument("--stamp", default=datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M"))
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "bench/results"))
     a = ap.parse_args()
+    global API
+    API = a.api
     peer_bin = a.peer_bin or os.path.join(peer_prefix(), "bin")
     machine = json.loads(subprocess.run([a.hone, "info", "--json", "--bandwidth-seconds", "0.5"], capture_output=True,
                                         text=True, check=True).stdout)
@@ -177,9 +212,10 @@ def main():
         "hone serve": [a.hone, "serve", "-m", model, "--port", "{port}", "--slots", str(slots), "--ctx", str(ctx_slot),
                        "--threads", str(threads), "--quiet", "true"],
         "llama-server (defaults)": [os.path.join(peer_bin, "llama-server"), "-m", model, "--port", "{port}",
-                                    "-t", str(threads), "-a", name],
+                                    "-t", str(threads), "-a", name, *NO_JINJA],
         f"llama-server -np {slots}": [os.path.join(peer_bin, "llama-server"), "-m", model, "--port", "{port}",
-                                      "-t", str(threads), "-np", str(slots), "-c", str(slots * ctx_slot), "-a", name],
+                                      "-t", str(threads), "-np", str(slots), "-c", str(slots * ctx_slot), "-a", name,
+                                      *NO_JINJA],
     }
     if a.servers:
         keep = [x.strip() for x in a.servers.split(",")]
@@ -208,16 +244,17 @@ def main():
                               str(ctx_slot), "--threads", str(threads), "--keep-alive", "2s", "--quiet", "true"],
                 port) as srv:
         cold["rss_before_mb"] = rss_mb(srv.proc.pid)
-        ttft, _, _ = stream_chat(port, name, QUESTIONS[1], 16, seed=3)
+        ttft, _, _, _ = stream_chat(port, name, QUESTIONS[1], 16, seed=3)
         cold["hone_unloaded_ttft_s"] = ttft
         cold["rss_loaded_mb"] = rss_mb(srv.proc.pid)
         time.sleep(3.5)
         cold["rss_after_keep_alive_mb"] = rss_mb(srv.proc.pid)
     port = free_port()
     t0 = time.perf_counter()
-    peer_cmd = [os.path.join(peer_bin, "llama-server"), "-m", model, "--port", str(port), "-t", str(threads), "-a", name]
+    peer_cmd = [os.path.join(peer_bin, "llama-server"), "-m", model, "--port", str(port), "-t", str(threads), "-a", name,
+                *NO_JINJA]
     with Server("peer cold", peer_cmd, port) as srv:
-        ttft, _, _ = stream_chat(port, name, QUESTIONS[1], 16, seed=3)
+        ttft, _, _, _ = stream_chat(port, name, QUESTIONS[1], 16, seed=3)
         cold["llama_server_start_to_first_token_s"] = time.perf_counter() - t0
     write_results(a, machine, threads, model, servers, levels, data, cold)
 
@@ -231,7 +268,9 @@ def write_results(a, machine, threads, model, servers, levels, data, cold):
                                     "ttft_p50": pct([x for r in runs for x in r["ttft"]], .5),
                                     "ttft_p99": pct([x for r in runs for x in r["ttft"]], .99),
                                     "itl_p50": pct([x for r in runs for x in r["itl"]], .5),
-                                    "itl_p99": pct([x for r in runs for x in r["itl"]], .99)}
+                                    "itl_p99": pct([x for r in runs for x in r["itl"]], .99),
+                                    "requests": sum(r.get("requests", 0) for r in runs),
+                                    "failed": sum(r.get("failed", 0) for r in runs)}
     stamp = a.stamp
     host = socket.gethostname().split(".")[0] or "host"
     m = {k: machine[k] for k in ("cpu_model", "arch", "physical_cores", "logical_cpus")}
@@ -245,13 +284,15 @@ def write_results(a, machine, threads, model, servers, levels, data, cold):
           f"{m['physical_cores']} cores / {m['logical_cpus']} CPUs; {threads} threads per server",
           f"- model: `{os.path.relpath(model, ROOT)}`; workload: ~300-token shared system prompt, ~30-token user turn, "
           f"{a.max_tokens} generated tokens, streamed; {a.reps} repetitions per level (servers interleaved)",
-          f"- load average when written: {os.getloadavg()[0]:.1f} (other jobs share this machine: expect noise)", "",
-          "| server | clients | agg tok/s (mean ± 95% CI) | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms |",
-          "|---|---|---|---|---|---|---|"]
+          f"- load average when written: {os.getloadavg()[0]:.1f} (other jobs share this machine: expect noise)",
+          f"- API: {API} (see the comment at API in the script); llama-server runs with {' '.join(NO_JINJA)}", "",
+          "| server | clients | agg tok/s (mean ± 95% CI) | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms "
+          "| failed requests |",
+          "|---|---|---|---|---|---|---|---|"]
     for r in rows.values():
         md.append(f"| {r['server']} | {r['clients']} | {r['tps']['mean']:.1f} ± {r['tps']['ci95']:.1f} | "
                   f"{1000 * r['ttft_p50']:.0f} | {1000 * r['ttft_p99']:.0f} | {1000 * r['itl_p50']:.1f} | "
-                  f"{1000 * r['itl_p99']:.1f} |")
+                  f"{1000 * r['itl_p99']:.1f} | {r['failed']} of {r['requests']} |")
     md += ["", "Ratio of aggregate tok/s, hone / peer:", ""]
     for c in levels:
         if f"hone serve|{c}" not in rows:

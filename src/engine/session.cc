@@ -163,8 +163,10 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<Model> model, c
                      "cannot create a context of " + std::to_string(opt.n_ctx) + " tokens" +
                          (oom ? " (not enough memory; use a smaller context)" : "") + (why.empty() ? "" : ": " + why));
   }
-  // Always run on our own ggml thread pools (as llama-bench does) rather than
-  // OpenMP's: polling and placement are then ours to set, and tune can vary them.
+  // Attach our own ggml thread pools, as llama-bench does: they carry the CPU
+  // placement (and strictness), which ggml applies to its workers. On an
+  // OpenMP build (the default) OpenMP's threads do the work and take that
+  // placement, but the poll level has no effect (see UsesOpenMp).
   std::vector<int> decode_cpus(opt.cpus.begin(), opt.cpus.begin() + std::min<size_t>(opt.cpus.size(), opt.threads));
   s->pool_decode_ = MakePool(decode_cpus, opt.threads, opt.strict_cpu, opt.poll);
   if (opt.threads_batch != opt.threads) s->pool_batch_ = MakePool(opt.cpus, opt.threads_batch, opt.strict_cpu, opt.poll);

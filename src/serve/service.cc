@@ -50,7 +50,9 @@ std::shared_ptr<Running> Service::Start(const GenRequest& r, ApiFlavor flavor, A
   } else {
     engine::Tokenizer tok(model);
     for (const auto& text : r.prompts) {
-      auto p = tok.Encode(text, /*add_special=*/!r.raw, /*parse_special=*/false);
+      // A completion prompt is the caller's own template, special tokens
+      // included ("<|im_start|>"), as llama-server, vLLM and Ollama's raw mode read it.
+      auto p = tok.Encode(text, /*add_special=*/!r.raw, /*parse_special=*/true);
       if (!p) {
         *err = FromError(p.error());
         return nullptr;
