@@ -70,6 +70,12 @@ test('greedy completions are deterministic; prompt arrays give one choice each',
   assert.equal(many.usage.completion_tokens, 16);
 });
 
+test('a completion prompt is the caller\'s own template: special tokens are read as such', async () => {
+  // Qwen's <|im_start|> is one token when parsed as special, several as text.
+  const r = await client.completions.create({ model: 'tiny', prompt: '<|im_start|><|im_end|>', max_tokens: 1 });
+  assert.equal(r.usage.prompt_tokens, 2);
+});
+
 test('streamed completion', async () => {
   const stream = await client.completions.create({ model: 'stories260K', prompt: 'The cat', max_tokens: 10, stream: true });
   let n = 0;
