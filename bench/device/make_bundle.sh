@@ -22,5 +22,6 @@ for exe in "$OUT"/bin/*; do
   done
 done
 cp "$PREFIX/../src/models/ggml-vocab-qwen2.gguf" "$OUT/"
-cp "$ROOT/bench/tg_vs_llama_bench.py" "$ROOT/bench/serve_vs_llama_server.py" "$ROOT/bench/device/run.sh" "$OUT/bench/"
+cp "$ROOT/bench/tg_vs_llama_bench.py" "$ROOT/bench/serve_vs_llama_server.py" "$ROOT/bench/device/run.sh" \
+  "$ROOT/bench/device/serve_only.sh" "$OUT/bench/"
 du -sh "$OUT"
