@@ -116,6 +116,10 @@ TEST(ModelPoolTest, KeepAliveExpiryAndExplicitUnload) {
   { ASSERT_TRUE(pool.Acquire("stories260K", 1.0).ok()); }
   EXPECT_TRUE(Resident(pool, "stories260K"));
   EXPECT_TRUE(WaitUntilGone(pool, "stories260K"));
+  // The reaper takes the model out of the listing first, then frees it and
+  // counts the unload: give that a moment (it raced in CI).
+  for (int i = 0; i < 100 && metrics.Get(metric::kUnloads, "stories260K") == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(metrics.Get(metric::kUnloads, "stories260K"), 1);
 
   { ASSERT_TRUE(pool.Acquire("stories260K", -1.0).ok()); }  // forever
