@@ -62,6 +62,18 @@ std::optional<std::vector<std::string>> GetStrings(const json& j, const char* ke
   return out;
 }
 
+void GetSampling(const json& j, engine::SamplingOptions* s, ApiError* err) {
+  if (auto v = GetNumber(j, "temperature", err)) s->temperature = static_cast<float>(*v);
+  if (auto v = GetNumber(j, "top_p", err)) s->top_p = static_cast<float>(*v);
+  if (auto v = GetInt(j, "top_k", err)) s->top_k = static_cast<int>(*v);
+  if (auto v = GetNumber(j, "min_p", err)) s->min_p = static_cast<float>(*v);
+  if (auto v = GetInt(j, "seed", err)) s->seed = static_cast<uint32_t>(*v);
+  if (auto v = GetNumber(j, "repeat_penalty", err)) s->repeat_penalty = static_cast<float>(*v);
+  if (auto v = GetInt(j, "repeat_last_n", err)) s->repeat_last_n = static_cast<int>(*v);
+  if (auto v = GetNumber(j, "presence_penalty", err)) s->presence_penalty = static_cast<float>(*v);
+  if (auto v = GetNumber(j, "frequency_penalty", err)) s->frequency_penalty = static_cast<float>(*v);
+}
+
 std::optional<double> GetKeepAlive(const json& j, ApiError* err) {
   if (Absent(j, "keep_alive")) return std::nullopt;
   const json& v = j["keep_alive"];

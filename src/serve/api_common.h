@@ -25,6 +25,12 @@ std::optional<bool> GetBool(const json& j, const char* key, ApiError* err);
 std::optional<std::string> GetString(const json& j, const char* key, ApiError* err);
 // A string or an array of strings (stop, input, prompt).
 std::optional<std::vector<std::string>> GetStrings(const json& j, const char* key, ApiError* err);
+// The sampling fields both APIs name alike (OpenAI's at the top level,
+// Ollama's inside "options"): temperature top_p top_k min_p seed
+// repeat_penalty repeat_last_n presence_penalty frequency_penalty. Fields left
+// out keep their value; a wrong type sets *err.
+void GetSampling(const json& j, engine::SamplingOptions* s, ApiError* err);
+
 // Ollama keep_alive: a duration string or a number of seconds.
 std::optional<double> GetKeepAlive(const json& j, ApiError* err);
 

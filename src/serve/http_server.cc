@@ -46,21 +46,13 @@ void Apply(HttpResponse out, httplib::Response& res) {
   });
 }
 
-// A throttled PeerHasClosed: reading the kernel's table costs a little, and
-// once gone a client stays gone.
+// Once gone, a client stays gone (PeerHasClosed shares one recent snapshot of
+// the kernel's table among all requests).
 std::function<bool()> ClientWatch(int local_port, int remote_port) {
-  struct State {
-    Clock::time_point next{};
-    bool gone = false;
-  };
-  auto st = std::make_shared<State>();
-  return [st, local_port, remote_port] {
-    const auto now = Clock::now();
-    if (!st->gone && now >= st->next) {
-      st->next = now + std::chrono::milliseconds(200);
-      st->gone = PeerHasClosed(local_port, remote_port);
-    }
-    return st->gone;
+  auto gone = std::make_shared<bool>(false);
+  return [gone, local_port, remote_port] {
+    if (!*gone) *gone = PeerHasClosed(local_port, remote_port);
+    return *gone;
   };
 }
 

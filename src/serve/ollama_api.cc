@@ -31,17 +31,8 @@ bool ParseOptions(const json& j, GenRequest* r, ApiError* err) {
   r->keep_alive_s = GetKeepAlive(j, err);
   if (j.contains("options") && j["options"].is_object()) {
     const json& o = j["options"];
-    engine::SamplingOptions& s = r->sampling;
     if (auto v = GetInt(o, "num_predict", err)) r->max_tokens = static_cast<int>(*v);
-    if (auto v = GetNumber(o, "temperature", err)) s.temperature = static_cast<float>(*v);
-    if (auto v = GetInt(o, "top_k", err)) s.top_k = static_cast<int>(*v);
-    if (auto v = GetNumber(o, "top_p", err)) s.top_p = static_cast<float>(*v);
-    if (auto v = GetNumber(o, "min_p", err)) s.min_p = static_cast<float>(*v);
-    if (auto v = GetInt(o, "seed", err)) s.seed = static_cast<uint32_t>(*v);
-    if (auto v = GetNumber(o, "repeat_penalty", err)) s.repeat_penalty = static_cast<float>(*v);
-    if (auto v = GetInt(o, "repeat_last_n", err)) s.repeat_last_n = static_cast<int>(*v);
-    if (auto v = GetNumber(o, "presence_penalty", err)) s.presence_penalty = static_cast<float>(*v);
-    if (auto v = GetNumber(o, "frequency_penalty", err)) s.frequency_penalty = static_cast<float>(*v);
+    GetSampling(o, &r->sampling, err);
     if (auto v = GetStrings(o, "stop", err)) r->stop = *v;
     // num_ctx: a smaller context than the loaded one is served as is (no reload).
     GetInt(o, "num_ctx", err);

@@ -19,14 +19,7 @@ bool ParseCommon(const json& j, GenRequest* r, ApiError* err) {
   engine::SamplingOptions& s = r->sampling;
   // OpenAI's defaults: plain temperature sampling over the whole distribution.
   s.temperature = 1.0f, s.top_p = 1.0f, s.top_k = 0, s.min_p = 0.0f;
-  if (auto v = GetNumber(j, "temperature", err)) s.temperature = static_cast<float>(*v);
-  if (auto v = GetNumber(j, "top_p", err)) s.top_p = static_cast<float>(*v);
-  if (auto v = GetInt(j, "top_k", err)) s.top_k = static_cast<int>(*v);
-  if (auto v = GetNumber(j, "min_p", err)) s.min_p = static_cast<float>(*v);
-  if (auto v = GetNumber(j, "presence_penalty", err)) s.presence_penalty = static_cast<float>(*v);
-  if (auto v = GetNumber(j, "frequency_penalty", err)) s.frequency_penalty = static_cast<float>(*v);
-  if (auto v = GetNumber(j, "repeat_penalty", err)) s.repeat_penalty = static_cast<float>(*v);
-  if (auto v = GetInt(j, "seed", err)) s.seed = static_cast<uint32_t>(*v);
+  GetSampling(j, &s, err);  // top_k, min_p and repeat_penalty are llama.cpp extensions here
   if (auto v = GetInt(j, "max_tokens", err)) r->max_tokens = static_cast<int>(*v);
   if (auto v = GetInt(j, "max_completion_tokens", err)) r->max_tokens = static_cast<int>(*v);
   if (auto v = GetStrings(j, "stop", err)) r->stop = *v;

@@ -1,7 +1,10 @@
 #include "serve/peer_watch.h"
 
+#include <chrono>
 #include <fstream>
+#include <mutex>
 #include <sstream>
+#include <vector>
 
 namespace hone::serve {
 namespace {
@@ -22,36 +25,88 @@ int PortOf(const std::string& address) {
 
 }  // namespace
 
-bool PeerHasClosedIn(const std::string& table, int local_port, int remote_port) {
+namespace {
+
+struct Connection {
+  int local = -1, remote = -1;
+  std::string state;
+};
+
+std::vector<Connection> ParseTable(const std::string& table) {
+  std::vector<Connection> out;
   std::istringstream lines(table);
   std::string line;
-  bool listener = false, open = false, closed = false;
   while (std::getline(lines, line)) {
     std::istringstream f(line);
     std::string slot, local, remote, state;
-    if (!(f >> slot >> local >> remote >> state) || PortOf(local) != local_port) continue;
-    if (state == kListen) {
-      listener = true;
-    } else if (PortOf(remote) == remote_port) {
-      (state == kCloseWait ? closed : open) = true;
-    }
+    if (f >> slot >> local >> remote >> state) out.push_back({PortOf(local), PortOf(remote), state});
   }
-  // Absent while our listener is visible: the peer reset the connection. An
-  // open match wins (another client may share the port number on another address).
-  return !open && (closed || listener);
+  return out;
 }
 
-bool PeerHasClosed(int local_port, int remote_port) {
-  if (local_port <= 0 || remote_port <= 0) return false;
+enum class Seen { kOpen, kClosed, kAbsent, kUnknown };
+
+Seen Find(const std::vector<Connection>& table, int local_port, int remote_port) {
+  bool listener = false, open = false, closed = false;
+  for (const Connection& c : table) {
+    if (c.local != local_port) continue;
+    if (c.state == kListen) {
+      listener = true;
+    } else if (c.remote == remote_port) {
+      (c.state == kCloseWait ? closed : open) = true;
+    }
+  }
+  // An open match wins: another client may share the port number on another address.
+  if (open) return Seen::kOpen;
+  if (closed) return Seen::kClosed;
+  // Absent while our listener is visible: reset by the peer (or newer than the table).
+  return listener ? Seen::kAbsent : Seen::kUnknown;
+}
+
+std::vector<Connection> ReadKernelTable() {
   std::string table;
   for (const char* path : {"/proc/net/tcp", "/proc/net/tcp6"}) {
     std::ifstream in(path);
     if (!in) continue;
-    std::ostringstream s;
-    s << in.rdbuf();
-    table += s.str();
+    std::ostringstream text;
+    text << in.rdbuf();
+    table += text.str();
   }
-  return !table.empty() && PeerHasClosedIn(table, local_port, remote_port);
+  return ParseTable(table);
+}
+
+}  // namespace
+
+bool PeerHasClosedIn(const std::string& table, int local_port, int remote_port) {
+  const Seen seen = Find(ParseTable(table), local_port, remote_port);
+  return seen == Seen::kClosed || seen == Seen::kAbsent;
+}
+
+bool PeerHasClosed(int local_port, int remote_port) {
+  if (local_port <= 0 || remote_port <= 0) return false;
+  // One snapshot of the kernel's table, at most 200 ms old, serves every
+  // waiting request: with hundreds of connections, each reading and parsing
+  // the whole table itself would cost O(connections^2) per interval. A
+  // connection missing from the snapshot may simply be newer than it, so
+  // absence is only believed from a table read just now.
+  static std::mutex mu;
+  static std::vector<Connection> snapshot;
+  static std::chrono::steady_clock::time_point taken{};
+  std::lock_guard<std::mutex> lock(mu);
+  auto now = std::chrono::steady_clock::now();
+  bool fresh = false;
+  if (now - taken >= std::chrono::milliseconds(200)) {
+    snapshot = ReadKernelTable();
+    taken = now;
+    fresh = true;
+  }
+  Seen seen = Find(snapshot, local_port, remote_port);
+  if (seen == Seen::kAbsent && !fresh) {
+    snapshot = ReadKernelTable();
+    taken = std::chrono::steady_clock::now();
+    seen = Find(snapshot, local_port, remote_port);
+  }
+  return seen == Seen::kClosed || seen == Seen::kAbsent;
 }
 
 }  // namespace hone::serve

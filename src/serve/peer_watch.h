@@ -13,7 +13,8 @@ namespace hone::serve {
 // True when the TCP connection between our `local_port` and the peer's
 // `remote_port` is known to be closed by the peer. False when it is open or
 // when the kernel's tables cannot be read or do not show our own listener
-// (a sandbox): unknown never cancels anything.
+// (a sandbox): unknown never cancels anything. The answer may be up to 200 ms
+// old: one snapshot of the table is shared by all callers.
 bool PeerHasClosed(int local_port, int remote_port);
 
 // For tests: the same decision over the text of /proc/net/tcp (and tcp6).
