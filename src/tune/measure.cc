@@ -119,6 +119,7 @@ Result<Sample> Measurer::RunSingle() {
   s.prefill_tps = r->prompt_tps();
   s.decode_tps = r->gen_tps();
   s.score = answer > 0 ? (r->n_prompt + r->tokens.size()) / answer : 0;
+  s.score_seconds = answer;
   if (reference_.empty() && session_->options().kv_type_k == "f16") reference_ = r->tokens;
   if (session_->options().kv_type_k != "f16") s.quality = Agreement(reference_, r->tokens);
   return s;
@@ -164,8 +165,10 @@ Result<Sample> Measurer::RunParallel() {
   s.decode_tps = streams > 0 ? stream_tps_sum / streams : 0;  // per stream
   if (spec_.workload == Workload::kBatch) {
     s.score = s.seconds > 0 ? (prompt_tok + gen_tok) / s.seconds : 0;
+    s.score_seconds = s.seconds;
   } else {
     s.score = decode_s > 0 ? after_first / decode_s : 0;
+    s.score_seconds = decode_s;
     if (spec_.min_stream_tps > 0 && s.decode_tps < spec_.min_stream_tps) {
       return MakeError(ErrorCode::kUnsupported, "each stream decodes at " + std::to_string(s.decode_tps) +
                                                     " tok/s, below the floor of " +
@@ -182,14 +185,20 @@ Result<Sample> Measurer::RunWorkload() {
 }
 
 Result<Sample> Measurer::RunOnce(const Config& c) {
+  // A tiny model repeats the workload many times per repetition: the score is
+  // total work over total time (runs weighted by their time), not a mean of
+  // ratios, which a run with a near-zero denominator would swamp.
   Sample sum;
   sum.quality = 1;
   int n = 0;
+  double weighted = 0, weight = 0;
   auto t0 = Clock::now();
   do {
     auto s = RunWorkload();
     if (!s) return s.error();
     sum.score += s->score;
+    weighted += s->score * s->score_seconds;
+    weight += s->score_seconds;
     sum.ttft_s += s->ttft_s;
     sum.prefill_tps += s->prefill_tps;
     sum.decode_tps += s->decode_tps;
@@ -197,7 +206,7 @@ Result<Sample> Measurer::RunOnce(const Config& c) {
     ++n;
   } while (Since(t0) < spec_.min_rep_seconds && n < 1000);
   Sample s = sum;
-  s.score /= n;
+  s.score = weight > 0 ? weighted / weight : s.score / n;
   s.ttft_s /= n;
   s.prefill_tps /= n;
   s.decode_tps /= n;

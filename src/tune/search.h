@@ -30,10 +30,11 @@ struct Sample {
   double score = 0;   // higher is better (see the workload's objective)
   double ttft_s = 0;  // time to first token
   double prefill_tps = 0;
-  double decode_tps = 0;  // per stream
-  double seconds = 0;     // wall time this repetition took to measure
-  double quality = 1;     // greedy-token agreement with the f16-KV reference, 0..1
-  int affinity = -1;      // -1 not pinned, 0 pinning did not take effect, 1 verified
+  double decode_tps = 0;     // per stream
+  double seconds = 0;        // wall time this repetition took to measure
+  double score_seconds = 0;  // the time the score divides by (weights repeated runs)
+  double quality = 1;        // greedy-token agreement with the f16-KV reference, 0..1
+  int affinity = -1;         // -1 not pinned, 0 pinning did not take effect, 1 verified
 };
 
 // Measures `reps` more repetitions of `config` (warming up first whenever the
