@@ -19,8 +19,13 @@ def peer_bin():
 
 
 def peer_ppl(bindir, model, corpus, ctx, threads):
-    out = subprocess.run([os.path.join(bindir, "llama-perplexity"), "-m", model, "-f", corpus, "-c", str(ctx),
-                          "-t", str(threads)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
+    # Into a temporary file, not a pipe: through a pipe llama-perplexity at this
+    # commit sometimes loses the tail of its log (the final estimate) at exit.
+    with tempfile.TemporaryFile("w+") as f:
+        subprocess.run([os.path.join(bindir, "llama-perplexity"), "-m", model, "-f", corpus, "-c", str(ctx),
+                        "-t", str(threads)], stdout=f, stderr=subprocess.STDOUT, text=True)
+        f.seek(0)
+        out = f.read()
     m = re.search(r"Final estimate: PPL = ([0-9.]+) \+/- ([0-9.]+)", out)
     return (float(m.group(1)), float(m.group(2))) if m else (None, None)
 
