@@ -7,7 +7,7 @@ Default models: ../shared/models/stories260K.gguf and its Q8_0 and Q4_0 (made
 with `hone quantize` into build/quant-lab/ when missing).
 Writes bench/results/quant_ppl_vs_peer-<host>-<date>.{md,json} and prints the table.
 """
-import argparse, datetime, json, os, platform, re, socket, subprocess, sys
+import argparse, datetime, json, os, platform, re, socket, subprocess, sys, tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(os.path.dirname(ROOT), "shared")
