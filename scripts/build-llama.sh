@@ -3,7 +3,10 @@
 # which ships the tree as a git bundle), verifies it, and builds libllama + ggml
 # and the peer tools into a cache prefix outside the checkout:
 #
-#   ${HONE_CACHE:-~/.cache/hone}/llama.cpp/<commit>/{src,build,prefix}
+#   ${HONE_CACHE:-~/.cache/hone}/llama.cpp/<commit>/{src,build-<key>,prefix-<key>}
+#
+# <key> names the ISA the build is for (see below); scripts/patches/*.patch are
+# applied to the source first.
 #
 # A second run (or a fresh clone on the same machine) finds the stamp file and
 # returns at once. Prints the prefix on the last line of stdout.
@@ -14,15 +17,32 @@ NPM_PKG=node-llama-cpp@3.21.1
 NPM_INTEGRITY='sha512-E3N0Ev2Va0wzydvXYFwM9Hvyo07PoWjt8T/9GMc43Cvt8YkV/NU/tYUgEMC1grTPv2o9PRjQi0G3Wb5P/awiMg=='
 
 CACHE=${HONE_CACHE:-$HOME/.cache/hone}
-# HONE_LLAMA_PORTABLE=1 builds for any x86-64-v3 CPU (AVX2/FMA) instead of
-# this machine's ISA, for binaries that travel to another machine.
-VARIANT=""; ISA_FLAGS=(-DGGML_NATIVE=ON)
+PATCH_DIR=$(cd "$(dirname "$0")" && pwd)/patches
+PATCHES=("$PATCH_DIR"/*.patch)
+PATCH_HASH=$(cat "${PATCHES[@]}" | sha256sum | cut -c1-8)
+
+# The cache key names what the build is for, not just the commit: a native
+# build carries this CPU's ISA (AVX-512, AMX, ...), and a home folder shared
+# between machines, or an image built on one host and run on another, must
+# never reuse it on a CPU that lacks those instructions. The key is
+# <kind>-<march>-<hash of the compiler's ISA macros and of the patches>.
+# HONE_LLAMA_PORTABLE=1 builds for any x86-64-v3 CPU (AVX2/FMA) instead, for
+# binaries that travel to another machine.
+CC_BIN=${CC:-cc}
 if [ "${HONE_LLAMA_PORTABLE:-0}" = 1 ]; then
-  VARIANT="-portable"
   ISA_FLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON)
+  MARCH=x86-64-v3; MARCH_FLAG=-march=x86-64-v3; KIND=portable
+else
+  ISA_FLAGS=(-DGGML_NATIVE=ON)
+  MARCH=$("$CC_BIN" -march=native -Q --help=target 2>/dev/null | awk '$1=="-march=" {print $2; exit}')
+  MARCH=${MARCH:-native}; MARCH_FLAG=-march=native; KIND=native
 fi
+ISA_MACROS=$(echo | "$CC_BIN" $MARCH_FLAG -dM -E - 2>/dev/null \
+  | awk '$2 ~ /^__(SSE|AVX|AMX|FMA|F16C|BMI|VNNI|GFNI|VAES|VPCLMUL|AES|SHA|POPCNT|LZCNT|MOVBE|XSAVE)/ {print $2}' | sort | tr '\n' ' ')
+ISA_HASH=$(printf '%s|%s' "$ISA_MACROS" "$PATCH_HASH" | sha256sum | cut -c1-12)
+KEY=$KIND-$MARCH-$ISA_HASH
 ROOT=$CACHE/llama.cpp/$LLAMA_COMMIT
-SRC=$ROOT/src BUILD=$ROOT/build$VARIANT PREFIX=$ROOT/prefix$VARIANT
+SRC=$ROOT/src BUILD=$ROOT/build-$KEY PREFIX=$ROOT/prefix-$KEY
 STAMP=$PREFIX/.hone-built
 JOBS=${JOBS:-$(nproc)}
 
@@ -56,10 +76,22 @@ fi
 head=$(git -C "$SRC" rev-parse HEAD)
 [ "$head" = "$LLAMA_COMMIT" ] || { log "checkout is at $head, expected $LLAMA_COMMIT"; exit 1; }
 
+# 1b. hone's patches to the pinned tree (scripts/patches/*.patch, each one
+# upstreamable and described at its top). The tree is reset first, so a changed
+# patch set never stacks on an old one; the applied set is recorded.
+if [ "$(cat "$SRC/.hone-patches" 2>/dev/null)" != "$PATCH_HASH" ]; then
+  git -C "$SRC" checkout -q -f "$LLAMA_COMMIT"
+  for p in "${PATCHES[@]}"; do
+    git -C "$SRC" apply --whitespace=nowarn "$p" || { log "patch $(basename "$p") does not apply"; exit 1; }
+    log "applied $(basename "$p")"
+  done
+  echo "$PATCH_HASH" >"$SRC/.hone-patches"
+fi
+
 # 2. Build: CPU backend tuned to this machine's ISA, shared libs, peer tools.
 GEN=(); command -v ninja >/dev/null && GEN=(-G Ninja)
 LAUNCH=(); command -v ccache >/dev/null && LAUNCH=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-log "configuring (${VARIANT:+portable x86-64-v3}${VARIANT:-native} ISA, CPU backend)"
+log "configuring for $KEY (ISA: ${ISA_MACROS:-unknown}), CPU backend"
 cmake -S "$SRC" -B "$BUILD" "${GEN[@]}" "${LAUNCH[@]}" \
   -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$PREFIX" \
   -DCMAKE_INSTALL_RPATH="$PREFIX/lib" -DCMAKE_BUILD_WITH_INSTALL_RPATH=OFF \
@@ -69,7 +101,7 @@ cmake -S "$SRC" -B "$BUILD" "${GEN[@]}" "${LAUNCH[@]}" \
   || { tail -30 "$BUILD.configure.log" >&2; exit 1; }
 PEERS=(${HONE_LLAMA_PEERS:-llama-bench llama-server llama-perplexity llama-quantize llama-imatrix llama-cli})
 log "building libllama, ggml and peers (${PEERS[*]}) with $JOBS jobs; log: $BUILD.log"
-cmake --build "$BUILD" -j "$JOBS" --target llama ggml "${PEERS[@]}" >"$BUILD.log" 2>&1 \
+cmake --build "$BUILD" -j "$JOBS" --target llama ggml llama-common cpp-httplib "${PEERS[@]}" >"$BUILD.log" 2>&1 \
   || { tail -40 "$BUILD.log" >&2; exit 1; }
 
 # 3. Install just what we built: libraries, headers, CMake package, peer binaries.
@@ -82,7 +114,13 @@ cp -a "$BUILD"/bin/libllama.so* "$PREFIX/lib/"
 cp -f "$SRC/include/llama.h" "$SRC/include/llama-cpp.h" "$PREFIX/include/"
 cp -f "$BUILD/llama-config.cmake" "$BUILD/llama-config-version.cmake" "$PREFIX/lib/cmake/llama/"
 cp -f "$BUILD/llama.pc" "$PREFIX/lib/pkgconfig/" 2>/dev/null || true
+# llama.cpp's `common` (chat templates with Jinja, tool-call parsing,
+# JSON-schema grammars) and its vendored cpp-httplib; their headers stay in
+# $SRC (common/, vendor/), which hone's CMake finds beside the prefix.
+cp -a "$BUILD"/bin/libllama-common.so* "$PREFIX/lib/"
+cp -f "$BUILD/common/libllama-common-base.a" "$BUILD/vendor/cpp-httplib/libcpp-httplib.a" "$PREFIX/lib/"
 for p in "${PEERS[@]}"; do cp -f "$BUILD/bin/$p" "$PREFIX/bin/"; done
+printf 'commit=%s\nkey=%s\nmarch=%s\nisa=%s\npatches=%s\n' "$LLAMA_COMMIT" "$KEY" "$MARCH" "$ISA_MACROS" "$PATCH_HASH" >"$PREFIX/hone-build.txt"
 touch "$STAMP"
 log "installed to $PREFIX"
 echo "$PREFIX"
