@@ -118,7 +118,11 @@ cp -f "$BUILD/llama.pc" "$PREFIX/lib/pkgconfig/" 2>/dev/null || true
 # JSON-schema grammars) and its vendored cpp-httplib; their headers stay in
 # $SRC (common/, vendor/), which hone's CMake finds beside the prefix.
 cp -a "$BUILD"/bin/libllama-common.so* "$PREFIX/lib/"
-cp -f "$BUILD/common/libllama-common-base.a" "$BUILD/vendor/cpp-httplib/libcpp-httplib.a" "$PREFIX/lib/"
+cp -f "$BUILD/common/libllama-common-base.a" "$PREFIX/lib/"
+# Not in lib/: find_library() there would pick it over Debian's cpp-httplib,
+# whose headers hone's server is compiled against today.
+mkdir -p "$PREFIX/vendor/lib"
+cp -f "$BUILD/vendor/cpp-httplib/libcpp-httplib.a" "$PREFIX/vendor/lib/"
 for p in "${PEERS[@]}"; do cp -f "$BUILD/bin/$p" "$PREFIX/bin/"; done
 printf 'commit=%s\nkey=%s\nmarch=%s\nisa=%s\npatches=%s\n' "$LLAMA_COMMIT" "$KEY" "$MARCH" "$ISA_MACROS" "$PATCH_HASH" >"$PREFIX/hone-build.txt"
 touch "$STAMP"

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "engine/amx.h"
 #include "engine/backend.h"
 #include "hw/probe.h"
 #include "util/format.h"
@@ -50,7 +51,15 @@ nlohmann::json ToJson(const hw::MachineInfo& m) {
       {"read_gbps_ci95", m.bandwidth.read_gbps_ci95}, {"threads", m.bandwidth.threads},
       {"buffer_bytes", m.bandwidth.buffer_bytes},     {"runs", m.bandwidth.runs}};
   j["fingerprint"] = hw::Fingerprint(m);
-  j["llama_cpp"] = {{"commit", engine::LlamaVersion()}, {"system_info", engine::SystemInfo()}};
+  j["llama_cpp"] = {{"commit", engine::LlamaVersion()},
+                    {"build", engine::LlamaBuildKey()},
+                    {"build_isa", engine::LlamaBuildIsa()},
+                    {"system_info", engine::SystemInfo()}};
+  const engine::AmxStatus& amx = engine::Amx();
+  j["amx"] = {{"in_use", amx.usable},         {"cpu", amx.cpu},
+              {"built", amx.built},           {"granted", amx.granted},
+              {"switchable", amx.switchable}, {"disabled_by_user", amx.disabled_by_user},
+              {"self_test", amx.self_test},   {"reason", amx.reason}};
   return j;
 }
 
@@ -80,7 +89,10 @@ void PrintText(const hw::MachineInfo& m) {
     std::printf("Bandwidth   not measured\n");
   }
   std::printf("Fingerprint %s\n", hw::Fingerprint(m).c_str());
-  std::printf("llama.cpp   %s\n", engine::LlamaVersion().c_str());
+  std::string build = engine::LlamaBuildKey();
+  std::printf("llama.cpp   %s%s\n", engine::LlamaVersion().c_str(),
+              build.empty() ? "" : (" (" + build + ")").c_str());
+  std::printf("AMX         %s\n", engine::Amx().reason.c_str());
 }
 
 }  // namespace

@@ -114,7 +114,9 @@ int Run(const RunArgs& a) {
                         {"n_ubatch", so.n_ubatch},
                         {"poll", so.poll},
                         {"strict_cpu", so.strict_cpu},
-                        {"flash_attn", engine::FlashAttnName(so.flash_attn)}};
+                        {"flash_attn", engine::FlashAttnName(so.flash_attn)},
+                        {"repack", (*model)->load_options().repack},
+                        {"amx_weights", (*model)->amx_weights()}};
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }

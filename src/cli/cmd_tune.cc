@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "engine/amx.h"
 #include "engine/backend.h"
 #include "engine/memory_estimate.h"
 #include "hw/probe.h"
@@ -35,6 +36,7 @@ struct TuneArgs {
   bool json = false;
   bool quiet = false;
   bool no_save = false;
+  bool no_isolate = false;
 };
 
 // Everything checked before any measuring starts.
@@ -299,6 +301,7 @@ int Tune(const TuneArgs& a) {
   sr.model_bytes = p.gguf.file_bytes;
   sr.mlock_allowed = MlockAllowed(p.gguf.file_bytes);
   sr.poll_applies = !engine::UsesOpenMp();
+  sr.amx_usable = engine::Amx().usable;
   tune::SearchSpace space = tune::BuildSearchSpace(p.machine, sr);
   Outcome o;
   o.grid_size = space.GridSize();
@@ -307,6 +310,7 @@ int Tune(const TuneArgs& a) {
                  a.model.c_str(), tune::WorkloadName(p.spec.workload), p.machine.cpu_model.c_str(),
                  o.grid_size, a.exhaustive ? "no" : "a", p.budget_s);
   }
+  if (!a.no_isolate) p.spec.isolate_with = "/proc/self/exe";
   tune::Measurer measurer(a.model, p.spec);
   tune::SearchOptions so;
   so.budget_s = p.budget_s;
@@ -314,6 +318,10 @@ int Tune(const TuneArgs& a) {
   if (!a.quiet) so.on_trial = &PrintProgress;
   tune::MeasureFn fn = [&](const tune::Config& c, int reps) { return measurer.Measure(c, reps); };
   tune::SearchResult r = tune::Search(space, fn, so);
+  if (measurer.isolated_children() > 0)
+    r.notes.push_back("each kernel path (layout, attention, KV type) ran once in a child process first: " +
+                      std::to_string(measurer.isolated_children()) + " child runs");
+  if (engine::Amx().cpu) r.notes.push_back("AMX: " + engine::Amx().reason);
   if (!sr.poll_applies)
     r.notes.push_back(
         "poll level not searched: this llama.cpp build runs ggml on OpenMP threads, which ignore it");
@@ -360,6 +368,9 @@ Runner AddTuneCommand(CLI::App& app) {
   cmd->add_flag("--json", a->json, "Print one JSON object with every trial and the result");
   cmd->add_flag("-q,--quiet", a->quiet, "No progress lines");
   cmd->add_flag("--no-save", a->no_save, "Do not write the profile");
+  cmd->add_flag(
+      "--no-isolate", a->no_isolate,
+      "Measure every configuration in-process without first running its kernels in a child process");
   return [a]() { return Tune(*a); };
 }
 

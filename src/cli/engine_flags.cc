@@ -17,7 +17,9 @@ void EngineFlags::Register(CLI::App* cmd) {
   cmd->add_option("--flash-attn", flash_attn, "Flash attention: auto, on or off")->capture_default_str();
   cmd->add_option("--kv-type", kv_type, "KV cache type: f16, q8_0, ...")->capture_default_str();
   cmd->add_option("--load-mode", load_mode, "mmap, no-mmap, mlock or mmap+mlock")->capture_default_str();
-  cmd->add_flag("--no-repack", no_repack, "Keep weights in file layout (no CPU repacking)");
+  cmd->add_flag("--no-repack", no_repack, "Keep weights in file layout (no CPU repacking, no AMX)");
+  cmd->add_flag("--no-amx", no_amx,
+                "Repack weights for AVX-512/AVX2 but not for Intel AMX (also HONE_AMX=off; see `hone info`)");
   cmd->add_option("--cpus", cpus, "Pin threads to these CPUs, e.g. 0-7 or 0,2,4,6");
   cmd->add_flag("--cpu-strict", cpu_strict, "One thread per --cpus CPU, in order (strict placement)");
   cmd->add_option("--poll", poll, "Thread polling level 0-100")
@@ -31,6 +33,7 @@ Result<engine::LoadOptions> EngineFlags::ToLoadOptions() const {
   if (!mode) return mode.error();
   o.mode = *mode;
   o.repack = !no_repack;
+  o.amx = !no_amx;
   return o;
 }
 
@@ -90,6 +93,7 @@ Status EngineFlags::ReapplyExplicit(engine::SessionOptions* s, engine::LoadOptio
   if (Given("--poll")) s->poll = so->poll;
   if (Given("--load-mode")) l->mode = lo->mode;
   if (Given("--no-repack")) l->repack = lo->repack;
+  if (Given("--no-amx")) l->amx = lo->amx;
   return {};
 }
 

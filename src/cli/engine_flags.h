@@ -23,6 +23,7 @@ struct EngineFlags {
   std::string kv_type = "f16";
   std::string load_mode = "mmap";
   bool no_repack = false;
+  bool no_amx = false;
   std::string cpus;  // "0-3,8"
   bool cpu_strict = false;
   int poll = 50;

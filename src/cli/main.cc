@@ -48,6 +48,8 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   hone::engine::SetVerbose(verbose);
+  if (hone::Status isa = hone::engine::CheckCpuRunsThisBuild(); !isa.ok())
+    return Fail(isa.error().message, 1);
   for (auto& [sub, run] : runners) {
     if (sub->parsed()) return run();
   }

@@ -63,6 +63,78 @@ std::string SystemInfo() {
 
 bool UsesOpenMp() { return SystemInfo().find("OPENMP = 1") != std::string::npos; }
 
+namespace {
+
+// The compiler's ISA macros as scripts/build-llama.sh lists them, and what this
+// CPU must support for code built with each. Macros without a runtime check
+// here (SSE*, XSAVE*, ...) are implied by the ones listed on every x86-64 CPU
+// that has them.
+struct IsaCheck {
+  const char* macro;
+  bool (*supported)();
+};
+#define HONE_ISA(macro, name)                               \
+  {                                                         \
+    macro, [] { return __builtin_cpu_supports(name) != 0; } \
+  }
+const IsaCheck kIsaChecks[] = {
+#if defined(__x86_64__)
+    HONE_ISA("__AVX__", "avx"),
+    HONE_ISA("__AVX2__", "avx2"),
+    HONE_ISA("__FMA__", "fma"),
+    HONE_ISA("__F16C__", "f16c"),
+    HONE_ISA("__BMI2__", "bmi2"),
+    HONE_ISA("__AVX512F__", "avx512f"),
+    HONE_ISA("__AVX512BW__", "avx512bw"),
+    HONE_ISA("__AVX512VL__", "avx512vl"),
+    HONE_ISA("__AVX512DQ__", "avx512dq"),
+    HONE_ISA("__AVX512VNNI__", "avx512vnni"),
+    HONE_ISA("__AVX512BF16__", "avx512bf16"),
+    HONE_ISA("__AVX512VBMI__", "avx512vbmi"),
+    HONE_ISA("__AVX512FP16__", "avx512fp16"),
+    HONE_ISA("__AVXVNNI__", "avxvnni"),
+    HONE_ISA("__AMX_TILE__", "amx-tile"),
+    HONE_ISA("__AMX_INT8__", "amx-int8"),
+    HONE_ISA("__AMX_BF16__", "amx-bf16"),
+#endif
+};
+#undef HONE_ISA
+
+}  // namespace
+
+std::string LlamaBuildKey() {
+#ifdef HONE_LLAMA_BUILD_KEY
+  return HONE_LLAMA_BUILD_KEY;
+#else
+  return "";
+#endif
+}
+
+std::string LlamaBuildIsa() {
+#ifdef HONE_LLAMA_ISA
+  return HONE_LLAMA_ISA;
+#else
+  return "";
+#endif
+}
+
+Status CheckCpuRunsThisBuild() {
+  const std::string isa = " " + LlamaBuildIsa() + " ";
+  std::string missing;
+  for (const IsaCheck& c : kIsaChecks) {
+    if (isa.find(std::string(" ") + c.macro + " ") != std::string::npos && !c.supported()) {
+      std::string name = c.macro;
+      missing += (missing.empty() ? "" : " ") + name.substr(2, name.size() - 4);
+    }
+  }
+  if (missing.empty()) return Status::Ok();
+  return MakeError(ErrorCode::kUnsupported,
+                   "the llama.cpp this hone links (" + LlamaBuildKey() +
+                       ") was built for instructions this CPU lacks: " + missing +
+                       ". Rebuild on this machine (scripts/build-hone.sh builds a native llama.cpp for it), "
+                       "or build a portable one with HONE_LLAMA_PORTABLE=1");
+}
+
 std::string LlamaVersion() {
 #ifdef HONE_LLAMA_COMMIT
   return HONE_LLAMA_COMMIT;

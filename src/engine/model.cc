@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "engine/amx.h"
 #include "engine/backend.h"
 
 namespace hone::engine {
@@ -118,7 +119,9 @@ Result<std::shared_ptr<Model>> Model::Load(const std::string& path, const LoadOp
       mp.load_mode = LLAMA_LOAD_MODE_MMAP_MLOCK;
       break;
   }
-  mp.use_extra_bufts = options.repack;
+  // Held until the load is done: ggml reads its AMX switch while placing weights.
+  AmxLoadChoice amx(options.repack && options.amx);
+  mp.use_extra_bufts = options.repack && amx.keep_repack();
   ProgressTrampoline trampoline{&options.on_progress};
   if (options.on_progress) {
     mp.progress_callback = &OnLoadProgress;
@@ -137,6 +140,7 @@ Result<std::shared_ptr<Model>> Model::Load(const std::string& path, const LoadOp
   std::shared_ptr<Model> model(new Model());
   model->model_ = raw;
   model->options_ = options;
+  model->amx_weights_ = amx.amx_on();
   model->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   model->info_ = InfoFromGguf(*g);
   char desc[256];

@@ -27,6 +27,10 @@ struct LoadOptions {
   // Repack weights into the CPU's preferred layout at load (llama.cpp's "extra
   // buffer types"): faster matmuls, slower load, no page-cache sharing.
   bool repack = true;
+  // With repacking, let Intel AMX kernels take the weights where the CPU has
+  // AMX and hone's self-test passed (engine/amx.h); false keeps the AVX-512 or
+  // AVX2 repacked layouts. No effect on CPUs without AMX.
+  bool amx = true;
   // Called with 0..1 while loading; return false to cancel (Load then fails with kAborted).
   std::function<bool(float)> on_progress;
 };
@@ -66,6 +70,7 @@ class Model {
   const GgufFile& gguf() const { return gguf_; }
   double load_seconds() const { return load_seconds_; }
   const LoadOptions& load_options() const { return options_; }
+  bool amx_weights() const { return amx_weights_; }  // weights sit in AMX buffers
 
   // For the engine's own use (sessions, tokenizer); not part of hone's API.
   llama_model* raw() const { return model_; }
@@ -77,6 +82,7 @@ class Model {
   ModelInfo info_;
   GgufFile gguf_;
   LoadOptions options_;
+  bool amx_weights_ = false;
   double load_seconds_ = 0;
 };
 

@@ -49,6 +49,7 @@ struct ModelRow {
   double bpw = 0;
   double load_s = 0;
   double page_cache_warm = 0;  // share of the file in the page cache before loading
+  bool amx = false;            // weights ran on Intel AMX kernels (engine/amx.h)
   uint64_t peak_rss = 0;       // peak resident memory while this model ran, bytes
   // speed (means and 95% CI half-widths)
   double prefill_tps = 0, prefill_ci = 0, decode_tps = 0, decode_ci = 0, ttft_ms = 0;

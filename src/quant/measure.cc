@@ -171,6 +171,7 @@ ModelRow MeasureModel(const std::string& path, const MeasureInputs& in) {
   auto model = engine::Model::Load(path, lo);
   if (!model) return fail(model.error());
   row.load_s = (*model)->load_seconds();
+  row.amx = (*model)->amx_weights();
   engine::Tokenizer tok(**model);
 
   so.n_ctx = std::max(opt.ctx, opt.prompt_tokens + opt.gen_tokens + 8);

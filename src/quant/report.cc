@@ -94,6 +94,7 @@ nlohmann::json RowToJson(const ModelRow& r) {
                       {"bpw", r.bpw},
                       {"load_s", r.load_s},
                       {"page_cache_warm", r.page_cache_warm},
+                      {"amx", r.amx},
                       {"peak_rss", r.peak_rss},
                       {"prefill_tps", r.prefill_tps},
                       {"prefill_ci", r.prefill_ci},
@@ -123,6 +124,7 @@ ModelRow RowFromJson(const nlohmann::json& j) {
   r.bpw = j.value("bpw", 0.0);
   r.load_s = j.value("load_s", 0.0);
   r.page_cache_warm = j.value("page_cache_warm", -1.0);
+  r.amx = j.value("amx", false);
   r.peak_rss = j.value("peak_rss", uint64_t{0});
   r.prefill_tps = j.value("prefill_tps", 0.0);
   r.prefill_ci = j.value("prefill_ci", 0.0);
@@ -263,7 +265,7 @@ std::string MarkdownReport(const BenchResult& b, const std::vector<size_t>& fron
   o << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (size_t i = 0; i < b.rows.size(); ++i) {
     const ModelRow& r = b.rows[i];
-    std::string label = RowLabel(r) + (r.is_ref ? " (ref)" : "");
+    std::string label = RowLabel(r) + (r.is_ref ? " (ref)" : "") + (r.amx ? " [AMX]" : "");
     if (!r.ok) {
       o << "| " << label << " | failed: " << r.error << " |||||||||||||\n";
       continue;
@@ -281,6 +283,11 @@ std::string MarkdownReport(const BenchResult& b, const std::vector<size_t>& fron
       << " | " << (r.has_kld ? Fmt("%.2f%%", 100 * r.kld.same_top1) : "-") << " | " << TasksCell(r) << " | "
       << (r.peak_rss ? FormatBytes(r.peak_rss) : "-") << " | " << (OnFrontier(frontier, i) ? "✓" : "")
       << " |\n";
+  }
+  if (std::any_of(b.rows.begin(), b.rows.end(), [](const ModelRow& r) { return r.amx; })) {
+    o << "\n[AMX]: weights ran on Intel AMX kernels (Q4_0/Q4_1/Q8_0/Q4_K/Q5_K/Q6_K/IQ4_XS). On such CPUs "
+         "the speed ranking can differ from AVX2 machines (Q8_0 and Q4_0 prefill fastest): the "
+         "recommendation uses the speeds measured here.\n";
   }
   o << "\n**Recommendation:** " << rec.reason << "\n";
   return o.str();

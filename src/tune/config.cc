@@ -31,6 +31,7 @@ std::string Config::Key() const {
     << " poll=" << poll << " b=" << n_batch << " ub=" << n_ubatch
     << " fa=" << engine::FlashAttnName(flash_attn) << " kv=" << kv_type << ' '
     << engine::LoadModeName(load_mode) << (repack ? " repack" : " no-repack");
+  if (repack && !amx) s << " no-amx";
   if (n_parallel > 1) s << " np=" << n_parallel;
   return s.str();
 }
@@ -39,6 +40,7 @@ engine::LoadOptions Config::ToLoadOptions() const {
   engine::LoadOptions o;
   o.mode = load_mode;
   o.repack = repack;
+  o.amx = amx;
   return o;
 }
 

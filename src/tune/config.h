@@ -29,6 +29,7 @@ struct Config {
   std::string kv_type = "f16";
   engine::LoadMode load_mode = engine::LoadMode::kMmap;
   bool repack = true;
+  bool amx = true;     // with repack: Intel AMX kernels where the CPU has them (engine/amx.h)
   int n_parallel = 1;  // server slots (sequences); chat uses 1
 
   // A short unique text form, e.g. "t=4 tb=8 cpus=physical strict poll=50 b=2048 ub=512 fa=auto kv=f16 mmap
@@ -36,7 +37,9 @@ struct Config {
   std::string Key() const;
   bool operator==(const Config& o) const { return Key() == o.Key(); }
   // What changes needs a reloaded Model rather than just a new Session.
-  bool SameModel(const Config& o) const { return load_mode == o.load_mode && repack == o.repack; }
+  bool SameModel(const Config& o) const {
+    return load_mode == o.load_mode && repack == o.repack && amx == o.amx;
+  }
 
   engine::LoadOptions ToLoadOptions() const;
   // n_ctx: KV cells for all sequences together.

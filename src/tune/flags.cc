@@ -49,7 +49,9 @@ std::string LlamaFlags(const Config& c, LlamaTool tool, int n_ctx) {
       f << " --mlock";
       break;
   }
-  if (!c.repack) f << " -nr";
+  // llama.cpp has no flag that turns AMX off alone; -nr (no extra buffer
+  // types) is the nearest, and hone's profile note says so.
+  if (!c.repack || !c.amx) f << " -nr";
   if (tool == LlamaTool::kServer && c.n_parallel > 1) f << " -np " << c.n_parallel;
   return f.str();
 }

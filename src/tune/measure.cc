@@ -63,7 +63,10 @@ std::string ObjectiveDescription(Workload w) {
 }
 
 Measurer::Measurer(std::string model_path, WorkloadSpec spec)
-    : path_(std::move(model_path)), spec_(spec), main_cpus_(CurrentThreadCpus()) {}
+    : path_(std::move(model_path)),
+      spec_(spec),
+      guard_(IsolationOptions{spec.isolate_with, path_, spec.prompt_tokens}),
+      main_cpus_(CurrentThreadCpus()) {}
 
 Measurer::~Measurer() {
   session_.reset();
@@ -222,6 +225,7 @@ Result<Sample> Measurer::RunOnce(const Config& c) {
 
 Result<std::vector<Sample>> Measurer::Measure(const Config& c, int reps) {
   std::vector<Sample> out;
+  if (Status safe = guard_.Check(c); !safe) return safe.error();
   Status st = Prepare(c);
   if (st) {
     for (int i = 0; i < reps; ++i) {

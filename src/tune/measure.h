@@ -10,6 +10,7 @@
 #include "engine/model.h"
 #include "engine/session.h"
 #include "engine/tokenizer.h"
+#include "tune/isolation.h"
 #include "tune/search.h"
 
 namespace hone::tune {
@@ -26,6 +27,9 @@ struct WorkloadSpec {
   // reports the average: tiny models answer in milliseconds, where timer and
   // scheduler noise would otherwise swamp the differences.
   double min_rep_seconds = 0.25;
+  // The hone executable, for running each new kernel path once in a child
+  // before measuring it in-process (tune/isolation.h); empty: no isolation.
+  std::string isolate_with;
 };
 
 // What a workload's score means, for tables and the profile.
@@ -38,6 +42,7 @@ class Measurer {
 
   // The MeasureFn for Search.
   Result<std::vector<Sample>> Measure(const Config& c, int reps);
+  int isolated_children() const { return guard_.children_run(); }
   // The model currently loaded (after a Measure call), for its metadata.
   std::shared_ptr<engine::Model> model() const { return model_; }
 
@@ -50,6 +55,7 @@ class Measurer {
 
   std::string path_;
   WorkloadSpec spec_;
+  CrashGuard guard_;
   std::shared_ptr<engine::Model> model_;
   Config model_config_;
   std::unique_ptr<engine::Session> session_;

@@ -84,6 +84,7 @@ std::string ProfileToToml(const Profile& p) {
                              {"kv_type", c.kv_type},
                              {"load_mode", engine::LoadModeName(c.load_mode)},
                              {"repack", c.repack},
+                             {"amx", c.amx},
                              {"n_parallel", c.n_parallel}}},
       {"result", toml::table{{"objective", p.objective},
                              {"best_score", p.best_score},
@@ -153,6 +154,7 @@ Result<Profile> ProfileFromToml(const std::string& text) {
   c.n_batch = static_cast<int>(i64[4]);
   c.n_ubatch = static_cast<int>(i64[5]);
   c.n_parallel = static_cast<int>(t["params"]["n_parallel"].value_or(int64_t{1}));
+  c.amx = t["params"]["amx"].value_or(true);  // profiles from before AMX was searched: the default
   if (c.threads < 1 || c.threads_batch < 1 || c.n_batch < 1 || c.n_ubatch < 1 || c.poll < 0 || c.poll > 100) {
     return MakeError(ErrorCode::kCorrupt, "profile: threads, batch sizes or poll out of range");
   }
@@ -247,6 +249,7 @@ void ApplyProfile(const Profile& p, engine::SessionOptions* s, engine::LoadOptio
   if (l) {
     l->mode = c.load_mode;
     l->repack = c.repack;
+    l->amx = c.amx;
   }
 }
 

@@ -145,13 +145,17 @@ SearchSpace BuildSearchSpace(const hw::MachineInfo& m, const SpaceRequest& r) {
   Dimension kv{"kv_type", {}};
   for (const char* t : {"f16", "q8_0"}) kv.values.push_back({t, [t](Config& c) { c.kv_type = t; }});
   Dimension load{"load", {}};
-  auto add_load = [&load](const std::string& label, engine::LoadMode mode, bool repack) {
-    load.values.push_back({label, [mode, repack](Config& c) {
+  auto add_load = [&load](const std::string& label, engine::LoadMode mode, bool repack, bool amx = true) {
+    load.values.push_back({label, [mode, repack, amx](Config& c) {
                              c.load_mode = mode;
                              c.repack = repack;
+                             c.amx = amx;
                            }});
   };
   add_load("mmap+repack", engine::LoadMode::kMmap, true);
+  // Where AMX works, whether its kernels beat the AVX-512 repacked layouts
+  // depends on the weight type and the batch (prefill gains most): measured.
+  if (r.amx_usable) add_load("mmap+repack,no-amx", engine::LoadMode::kMmap, true, false);
   add_load("mmap,no-repack", engine::LoadMode::kMmap, false);
   add_load("no-mmap+repack", engine::LoadMode::kNoMmap, true);
   if (r.mlock_allowed) add_load("mlock+repack", engine::LoadMode::kMlock, true);

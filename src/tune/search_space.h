@@ -20,6 +20,7 @@ struct SpaceRequest {
   uint64_t model_bytes = 0;   // for the mlock check against RLIMIT_MEMLOCK
   bool mlock_allowed = true;  // false when RLIMIT_MEMLOCK is below model_bytes
   bool poll_applies = true;   // false on OpenMP builds of ggml (engine::UsesOpenMp)
+  bool amx_usable = false;    // AMX kernels can take the weights (engine::Amx().usable): searched on/off
 };
 
 // A named set of logical CPUs to pin threads to.

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "tune/isolation.h"
+
 namespace hone::tune {
 namespace {
 
@@ -150,6 +152,57 @@ TEST(SearchSpace, ServerSearchesItsSlotCount) {
   EXPECT_EQ(Labels(Find(s.early, "parallel")), (std::vector<std::string>{"1", "2", "4", "6"}));
   r.workload = Workload::kChat;
   EXPECT_EQ(Find(BuildSearchSpace(Machine(4, 1, 1), r).early, "parallel"), nullptr);
+}
+
+TEST(SearchSpace, AmxIsSearchedOnAndOffOnlyWhereItWorks) {
+  SpaceRequest r;
+  SearchSpace plain = BuildSearchSpace(Machine(4, 1, 1), r);
+  std::vector<std::string> loads = Labels(Find(plain.extra, "load"));
+  EXPECT_EQ(std::count(loads.begin(), loads.end(), "mmap+repack,no-amx"), 0);
+  r.amx_usable = true;
+  SearchSpace amx = BuildSearchSpace(Machine(4, 1, 1), r);
+  loads = Labels(Find(amx.extra, "load"));
+  ASSERT_EQ(std::count(loads.begin(), loads.end(), "mmap+repack,no-amx"), 1);
+  // The defaults keep AMX; the off value changes nothing but AMX.
+  EXPECT_TRUE(amx.defaults.amx);
+  Config c = amx.defaults;
+  for (const auto& v : Find(amx.extra, "load")->values)
+    if (v.label == "mmap+repack,no-amx") v.apply(c);
+  EXPECT_FALSE(c.amx);
+  EXPECT_TRUE(c.repack);
+  EXPECT_FALSE(c.SameModel(amx.defaults));  // a reload, not just a new session
+  EXPECT_NE(c.Key().find("no-amx"), std::string::npos);
+  EXPECT_FALSE(c.ToLoadOptions().amx);
+}
+
+TEST(CrashGuard, ChildRunsTheConfigurationsKernelPathWithHonesOwnFlags) {
+  Config c = DefaultConfig(4);
+  c.flash_attn = engine::FlashAttn::kOn;
+  c.kv_type = "q8_0";
+  c.amx = false;
+  EXPECT_EQ(CrashGuard::PathKey(c), "repack no-amx fa=on kv=q8_0");
+  c.threads = 3;  // threads do not choose kernels: same path
+  EXPECT_EQ(CrashGuard::PathKey(c), "repack no-amx fa=on kv=q8_0");
+  CrashGuard g(IsolationOptions{"/usr/bin/hone", "m.gguf", 16});
+  std::vector<std::string> a = g.ChildArgs(c);
+  ASSERT_GE(a.size(), 3u);
+  EXPECT_EQ(a[0], "/usr/bin/hone");
+  EXPECT_EQ(a[1], "run");
+  EXPECT_EQ(a[2], "m.gguf");
+  auto has = [&a](const std::string& flag, const std::string& value) {
+    auto it = std::find(a.begin(), a.end(), flag);
+    return it != a.end() && (value.empty() || (it + 1 != a.end() && *(it + 1) == value));
+  };
+  EXPECT_TRUE(has("--flash-attn", "on"));
+  EXPECT_TRUE(has("--kv-type", "q8_0"));
+  EXPECT_TRUE(has("-t", "3"));
+  EXPECT_TRUE(has("--no-amx", ""));
+  EXPECT_TRUE(has("--no-profile", ""));
+  EXPECT_FALSE(has("--no-repack", ""));
+  // Without a binary there is no isolation: everything passes unchecked.
+  CrashGuard none(IsolationOptions{});
+  EXPECT_TRUE(none.Check(c).ok());
+  EXPECT_EQ(none.children_run(), 0);
 }
 
 TEST(Config, ParsesDurationsAndWorkloads) {
