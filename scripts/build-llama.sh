@@ -34,7 +34,9 @@ if [ "${HONE_LLAMA_PORTABLE:-0}" = 1 ]; then
   MARCH=x86-64-v3; MARCH_FLAG=-march=x86-64-v3; KIND=portable
 else
   ISA_FLAGS=(-DGGML_NATIVE=ON)
-  MARCH=$("$CC_BIN" -march=native -Q --help=target 2>/dev/null | awk '$1=="-march=" {print $2; exit}')
+  # awk reads to the end: an early exit would SIGPIPE the compiler, and with
+  # pipefail that fails the script now and then.
+  MARCH=$("$CC_BIN" -march=native -Q --help=target 2>/dev/null | awk '$1=="-march=" && m=="" {m=$2} END {print m}')
   MARCH=${MARCH:-native}; MARCH_FLAG=-march=native; KIND=native
 fi
 ISA_MACROS=$(echo | "$CC_BIN" $MARCH_FLAG -dM -E - 2>/dev/null \

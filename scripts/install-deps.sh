@@ -5,7 +5,7 @@ set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build git pkg-config ccache
   libhwloc-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libtomlplusplus-dev
-  libgtest-dev libgmock-dev libssl-dev
+  libgtest-dev libgmock-dev libssl-dev libcurl4-openssl-dev
   curl clang-format python3
 )
 missing=()

@@ -7,6 +7,7 @@
 #   HONE        the hone binary (default build/hone)
 #   MODELS_DIR  where the models go (default models/)
 set -euo pipefail
+trap 'echo "[main-job] failed (exit $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
 cd "$(dirname "$0")/.."
 HONE=${HONE:-build/hone}
 MODELS=${MODELS_DIR:-models}

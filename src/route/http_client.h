@@ -1,0 +1,78 @@
+// The upstream HTTP client: libcurl (TLS, HTTP/2, connection reuse, proxies
+// from the environment) driven by one thread through one multi handle, so any
+// number of streams costs one thread. A call is read as it arrives: its
+// status, then body bytes with a deadline per read. Besides libcurl's connect
+// and total timeouts it enforces a first-byte timeout (no body byte yet) and
+// an idle timeout (no byte since the last), which an LLM stream needs.
+// Cancelling a call (or dropping it) closes its connection at once, so the
+// upstream sees the client leave and stops billing.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace hone::route {
+
+using Clock = std::chrono::steady_clock;
+
+struct HttpSpec {
+  std::string method = "POST";  // or "GET"
+  std::string url;
+  std::vector<std::string> headers;  // "Name: value"
+  std::string body;
+  double connect_timeout_s = 5;
+  double first_byte_timeout_s = 60;  // until the first body byte
+  double idle_timeout_s = 30;        // between body bytes
+  double total_timeout_s = 600;
+  std::string ca_file;  // PEM to trust instead of the system's CAs
+};
+
+enum class TransportError { kNone, kConnect, kTimeout, kBroken, kCancelled };
+const char* TransportErrorName(TransportError e);
+
+class HttpCall {
+ public:
+  ~HttpCall() { Cancel(); }
+  // The HTTP status once the headers are in; 0 if the call failed first (see
+  // error()) or the deadline passed (then done() is false).
+  int WaitStatus(Clock::time_point deadline);
+  enum class Read { kData, kEnd, kIdle };
+  // kData: *out holds the next bytes. kEnd: the body is over (error() says
+  // whether it ended well). kIdle: the deadline passed with nothing new.
+  Read Next(Clock::time_point deadline, std::string* out);
+  // Everything left, until the end or the deadline.
+  std::string ReadAll(Clock::time_point deadline);
+  void Cancel();
+  bool done() const;
+  TransportError error() const;
+  std::string error_text() const;
+  std::string Header(const std::string& lower_case_name) const;
+
+  struct Impl;  // shared with the client's thread (http_client.cc)
+
+ private:
+  friend class HttpClient;
+  std::shared_ptr<Impl> impl_;
+};
+
+class HttpClient {
+ public:
+  HttpClient();
+  ~HttpClient();  // cancels every call still in flight
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+  std::unique_ptr<HttpCall> Start(HttpSpec spec);
+
+ private:
+  struct Loop;
+  std::unique_ptr<Loop> loop_;
+};
+
+}  // namespace hone::route

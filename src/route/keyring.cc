@@ -1,0 +1,112 @@
+#include "route/keyring.h"
+
+#include <openssl/evp.h>
+
+#include <chrono>
+#include <cstdio>
+
+namespace hone::route {
+
+std::string KeyFingerprint(const std::string& key) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_Digest(key.data(), key.size(), md, &n, EVP_sha256(), nullptr);
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%02x%02x%02x%02x", md[0], md[1], md[2], md[3]);
+  return std::string("key-") + hex;
+}
+
+const char* KeyHealthName(KeyHealth h) {
+  switch (h) {
+    case KeyHealth::kOk:
+      return "ok";
+    case KeyHealth::kCooling:
+      return "cooling";
+    case KeyHealth::kRevoked:
+      return "revoked";
+  }
+  return "?";
+}
+
+KeyRing::KeyRing(std::vector<std::string> keys, ClockFn clock) : clock_(std::move(clock)) {
+  for (auto& k : keys) keys_.push_back(Key{k, KeyFingerprint(k)});
+}
+
+namespace {
+double Now(const KeyRing::ClockFn& clock) {
+  if (clock) return clock();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+std::optional<KeyRing::Pick> KeyRing::Next() {
+  if (keys_.empty()) return Pick{0, "", ""};
+  std::lock_guard<std::mutex> lock(mu_);
+  const double now = Now(clock_);
+  for (size_t tried = 0; tried < keys_.size(); ++tried) {
+    size_t i = (next_ + tried) % keys_.size();
+    Key& k = keys_[i];
+    if (k.revoked || k.cool_until > now) continue;
+    next_ = (i + 1) % keys_.size();
+    ++k.uses;
+    return Pick{i, k.text, k.fingerprint};
+  }
+  return std::nullopt;
+}
+
+void KeyRing::RateLimited(size_t index, double retry_after_s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (index >= keys_.size()) return;
+  keys_[index].cool_until = Now(clock_) + (retry_after_s > 0 ? retry_after_s : 1.0);
+}
+
+void KeyRing::Rejected(size_t index, int http_status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (index >= keys_.size() || keys_[index].revoked) return;
+  keys_[index].revoked = true;
+  keys_[index].why = "HTTP " + std::to_string(http_status);
+  std::fprintf(stderr, "[hone] ALERT upstream key %s rejected with HTTP %d: out of rotation until reload\n",
+               keys_[index].fingerprint.c_str(), http_status);
+}
+
+bool KeyRing::AllRevoked() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (keys_.empty()) return false;
+  for (const Key& k : keys_)
+    if (!k.revoked) return false;
+  return true;
+}
+
+double KeyRing::SoonestAvailable() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const double now = Now(clock_);
+  double best = -1;
+  for (const Key& k : keys_) {
+    if (k.revoked) continue;
+    double wait = k.cool_until > now ? k.cool_until - now : 0;
+    if (best < 0 || wait < best) best = wait;
+  }
+  return best < 0 ? 0 : best;
+}
+
+std::vector<KeyView> KeyRing::Snapshot() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const double now = Now(clock_);
+  std::vector<KeyView> out;
+  for (const Key& k : keys_) {
+    KeyView v;
+    v.fingerprint = k.fingerprint;
+    v.uses = k.uses;
+    if (k.revoked) {
+      v.health = KeyHealth::kRevoked;
+      v.why = k.why;
+    } else if (k.cool_until > now) {
+      v.health = KeyHealth::kCooling;
+      v.available_in_s = k.cool_until - now;
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+}  // namespace hone::route

@@ -1,0 +1,66 @@
+// API keys of one upstream, spread over the healthy ones. A 429 cools a key
+// down for its Retry-After; a 401 or 403 takes it out of rotation until the
+// config is reloaded (with an alert line). A key is named in logs, metrics
+// and /hone/routes only by its fingerprint, never by its text.
+#pragma once
+
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hone::route {
+
+// "key-" + the first 8 hex digits of the key's SHA-256.
+std::string KeyFingerprint(const std::string& key);
+
+enum class KeyHealth { kOk, kCooling, kRevoked };
+const char* KeyHealthName(KeyHealth h);  // "ok", "cooling", "revoked"
+
+struct KeyView {
+  std::string fingerprint;
+  KeyHealth health = KeyHealth::kOk;
+  double available_in_s = 0;  // cooling: seconds left
+  std::string why;            // revoked: "HTTP 401"
+  long long uses = 0;
+};
+
+class KeyRing {
+ public:
+  using ClockFn = std::function<double()>;
+  explicit KeyRing(std::vector<std::string> keys, ClockFn clock = {});
+
+  struct Pick {
+    size_t index;
+    std::string key;
+    std::string fingerprint;
+  };
+  // The next key in rotation that is neither cooling nor revoked. With no
+  // keys configured at all, a pick with an empty key (an upstream without
+  // authentication). nullopt when every key is unusable now.
+  std::optional<Pick> Next();
+  void RateLimited(size_t index, double retry_after_s);
+  void Rejected(size_t index, int http_status);
+  bool empty() const { return keys_.empty(); }
+  bool AllRevoked();
+  // Seconds until the first cooling key is usable again (0 if one is usable now).
+  double SoonestAvailable();
+  std::vector<KeyView> Snapshot();
+
+ private:
+  struct Key {
+    std::string text;
+    std::string fingerprint;
+    double cool_until = 0;
+    bool revoked = false;
+    std::string why;
+    long long uses = 0;
+  };
+  ClockFn clock_;
+  std::mutex mu_;
+  std::vector<Key> keys_;  // GUARDED_BY(mu_) for the mutable fields; the list itself is fixed
+  size_t next_ = 0;        // GUARDED_BY(mu_)
+};
+
+}  // namespace hone::route

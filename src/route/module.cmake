@@ -1,0 +1,9 @@
+# hone's router: upstream HTTP client (libcurl), circuit breakers, key
+# rotation, retries; routes over the local backend and remote upstreams.
+find_package(CURL REQUIRED)
+find_package(OpenSSL REQUIRED)
+hone_module_sources(ROUTE_SRCS route)
+add_library(hone_route STATIC ${ROUTE_SRCS})
+target_link_libraries(hone_route PUBLIC hone_util nlohmann_json::nlohmann_json
+                      PRIVATE CURL::libcurl OpenSSL::Crypto Threads::Threads)
+target_link_libraries(hone PRIVATE hone_route)

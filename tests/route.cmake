@@ -1,0 +1,7 @@
+# Router tests: pure policy on a simulated clock, and the upstream HTTP client
+# against real loopback servers (cpp-httplib, openssl s_server for TLS).
+hone_test(route_tests
+  ${SRC}/route/breaker_test.cc
+  ${SRC}/route/http_client_test.cc
+  LIBS hone_route ${HONE_HTTPLIB_LIB} Threads::Threads)
+target_include_directories(route_tests PRIVATE ${HONE_HTTPLIB_INCLUDE})
