@@ -1,0 +1,263 @@
+#include "route/config.h"
+
+#include <toml++/toml.h>
+
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+
+namespace hone::route {
+namespace {
+
+Error Bad(const std::string& where, const std::string& what) {
+  return MakeError(ErrorCode::kInvalidArgument, where + ": " + what);
+}
+
+// A duration key: a string with a unit, or a number of seconds.
+Status GetSeconds(const toml::table& t, const char* key, const std::string& where, double* out) {
+  const toml::node* n = t.get(key);
+  if (!n) return {};
+  if (auto num = n->value<double>()) {
+    *out = *num;
+  } else if (auto s = n->value<std::string>()) {
+    auto v = ParseSeconds(*s);
+    if (!v) return Bad(where, std::string(key) + ": " + v.error().message);
+    *out = *v;
+  } else {
+    return Bad(where, std::string(key) + " must be a duration like \"30s\"");
+  }
+  if (*out < 0) return Bad(where, std::string(key) + " must not be negative");
+  return {};
+}
+
+template <class T>
+Status Get(const toml::table& t, const char* key, const std::string& where, T* out) {
+  const toml::node* n = t.get(key);
+  if (!n) return {};
+  if (auto v = n->value<T>()) {
+    *out = *v;
+    return {};
+  }
+  return Bad(where, std::string(key) + " has the wrong type");
+}
+
+Status ReadKeys(const toml::table& t, const std::string& where,
+                const std::function<const char*(const char*)>& getenv, std::vector<std::string>* keys) {
+  if (const toml::array* a = t["api_keys"].as_array()) {
+    for (const auto& e : *a)
+      if (auto s = e.value<std::string>()) keys->push_back(*s);
+  }
+  if (const toml::node* n = t.get("api_keys_env")) {
+    std::vector<std::string> names;
+    if (auto s = n->value<std::string>()) names.push_back(*s);
+    if (const toml::array* a = n->as_array())
+      for (const auto& e : *a)
+        if (auto s = e.value<std::string>()) names.push_back(*s);
+    for (const std::string& name : names) {
+      const char* v = getenv(name.c_str());
+      if (!v || !*v) return Bad(where, "api_keys_env names " + name + ", which is not set");
+      keys->push_back(v);
+    }
+  }
+  if (auto file = t["api_keys_file"].value<std::string>()) {
+    std::ifstream in(*file);
+    if (!in) return Bad(where, "api_keys_file " + *file + " cannot be read");
+    std::string line;
+    while (std::getline(in, line)) {
+      while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+      if (!line.empty() && line[0] != '#') keys->push_back(line);
+    }
+  }
+  return {};
+}
+
+Result<UpstreamConfig> ReadUpstream(const toml::table& t, const std::string& where,
+                                    const std::function<const char*(const char*)>& getenv) {
+  UpstreamConfig u;
+  if (Status s = Get(t, "name", where, &u.name); !s) return s.error();
+  if (u.name.empty()) return Bad(where, "name is required");
+  if (u.name == "local") return Bad(where, "\"local\" names hone's own models and cannot be an upstream");
+  const std::string at = where + " '" + u.name + "'";
+  if (Status s = Get(t, "base_url", at, &u.base_url); !s) return s.error();
+  if (u.base_url.rfind("http://", 0) != 0 && u.base_url.rfind("https://", 0) != 0)
+    return Bad(at, "base_url must start with http:// or https://");
+  while (!u.base_url.empty() && u.base_url.back() == '/') u.base_url.pop_back();
+  if (Status s = ReadKeys(t, at, getenv, &u.keys); !s) return s.error();
+  if (const toml::table* m = t["models"].as_table()) {
+    for (const auto& [k, v] : *m) {
+      auto name = v.value<std::string>();
+      if (!name) return Bad(at, "models must map names to names");
+      u.models[std::string(k.str())] = *name;
+    }
+  }
+  for (Status s : {GetSeconds(t, "connect_timeout", at, &u.connect_timeout_s),
+                   GetSeconds(t, "first_byte_timeout", at, &u.first_byte_timeout_s),
+                   GetSeconds(t, "idle_timeout", at, &u.idle_timeout_s),
+                   GetSeconds(t, "total_timeout", at, &u.total_timeout_s),
+                   GetSeconds(t, "health_interval", at, &u.health_interval_s)}) {
+    if (!s) return s.error();
+  }
+  int64_t max_concurrent = u.max_concurrent;
+  for (Status s : {Get(t, "max_concurrent", at, &max_concurrent), Get(t, "health_path", at, &u.health_path),
+                   Get(t, "price_input_per_m", at, &u.price_input_per_m),
+                   Get(t, "price_output_per_m", at, &u.price_output_per_m),
+                   Get(t, "continuation", at, &u.continuation), Get(t, "ca_file", at, &u.ca_file)}) {
+    if (!s) return s.error();
+  }
+  if (max_concurrent < 1) return Bad(at, "max_concurrent must be at least 1");
+  u.max_concurrent = static_cast<int>(max_concurrent);
+  if (!u.health_path.empty() && u.health_path[0] != '/') u.health_path = "/" + u.health_path;
+  if (const toml::table* b = t["breaker"].as_table()) {
+    int64_t n = u.breaker.consecutive_failures, v = u.breaker.min_volume;
+    for (Status s : {Get(*b, "consecutive_failures", at + " breaker", &n),
+                     Get(*b, "failure_rate", at + " breaker", &u.breaker.failure_rate),
+                     Get(*b, "min_volume", at + " breaker", &v),
+                     GetSeconds(*b, "window", at + " breaker", &u.breaker.window_s),
+                     GetSeconds(*b, "cooldown", at + " breaker", &u.breaker.cooldown_s)}) {
+      if (!s) return s.error();
+    }
+    u.breaker.consecutive_failures = static_cast<int>(n);
+    u.breaker.min_volume = static_cast<int>(v);
+  }
+  return u;
+}
+
+Result<RouteConfig> ReadRoute(const toml::table& t, const std::string& where,
+                              const std::set<std::string>& ups) {
+  RouteConfig r;
+  if (Status s = Get(t, "name", where, &r.name); !s) return s.error();
+  if (r.name.empty()) return Bad(where, "name is required");
+  const std::string at = where + " '" + r.name + "'";
+  const toml::array* targets = t["targets"].as_array();
+  if (!targets || targets->empty())
+    return Bad(at, "targets must list at least one \"local:MODEL\" or \"UPSTREAM:MODEL\"");
+  for (const auto& e : *targets) {
+    auto s = e.value<std::string>();
+    size_t colon = s ? s->find(':') : std::string::npos;
+    if (!s || colon == std::string::npos || colon == 0 || colon + 1 == s->size())
+      return Bad(at, "a target must look like \"local:MODEL\" or \"UPSTREAM:MODEL\"");
+    Target tg{s->substr(0, colon), s->substr(colon + 1)};
+    if (!tg.local() && !ups.count(tg.upstream))
+      return Bad(at, "target " + *s + " names no [[upstream]] '" + tg.upstream + "'");
+    r.targets.push_back(tg);
+  }
+  std::string policy = "local_first";
+  if (Status s = Get(t, "policy", at, &policy); !s) return s.error();
+  if (policy == "local_first")
+    r.policy = Policy::kLocalFirst;
+  else if (policy == "failover")
+    r.policy = Policy::kFailover;
+  else if (policy == "weighted")
+    r.policy = Policy::kWeighted;
+  else
+    return Bad(at, "policy must be local_first, failover or weighted, not '" + policy + "'");
+  if (Status s = GetSeconds(t, "ttft_slo", at, &r.ttft_slo_s); !s) return s.error();
+  if (const toml::array* w = t["weights"].as_array()) {
+    for (const auto& e : *w) {
+      auto v = e.value<double>();
+      if (!v || *v < 0) return Bad(at, "weights must be non-negative numbers");
+      r.weights.push_back(*v);
+    }
+  }
+  if (r.policy == Policy::kWeighted && r.weights.size() != r.targets.size())
+    return Bad(at, "a weighted route needs one weight per target");
+  if (const toml::table* rt = t["retry"].as_table()) {
+    int64_t n = r.retry.max_attempts;
+    for (Status s : {Get(*rt, "max_attempts", at + " retry", &n),
+                     GetSeconds(*rt, "base_backoff", at + " retry", &r.retry.base_backoff_s),
+                     GetSeconds(*rt, "max_backoff", at + " retry", &r.retry.max_backoff_s),
+                     GetSeconds(*rt, "deadline", at + " retry", &r.retry.deadline_s)}) {
+      if (!s) return s.error();
+    }
+    if (n < 1) return Bad(at, "retry.max_attempts must be at least 1");
+    r.retry.max_attempts = static_cast<int>(n);
+  }
+  return r;
+}
+
+}  // namespace
+
+const char* PolicyName(Policy p) {
+  switch (p) {
+    case Policy::kLocalFirst:
+      return "local_first";
+    case Policy::kFailover:
+      return "failover";
+    case Policy::kWeighted:
+      return "weighted";
+  }
+  return "?";
+}
+
+Result<double> ParseSeconds(const std::string& text) {
+  size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  if (i == 0)
+    return MakeError(ErrorCode::kInvalidArgument, "'" + text + "' is not a duration (try \"1.5s\")");
+  double v = 0;
+  try {
+    v = std::stod(text.substr(0, i));
+  } catch (...) {
+    return MakeError(ErrorCode::kInvalidArgument, "'" + text + "' is not a duration");
+  }
+  const std::string unit = text.substr(i);
+  if (unit.empty() || unit == "s") return v;
+  if (unit == "ms") return v / 1000;
+  if (unit == "m") return v * 60;
+  if (unit == "h") return v * 3600;
+  return MakeError(ErrorCode::kInvalidArgument,
+                   "'" + text + "': unknown unit '" + unit + "' (ms, s, m or h)");
+}
+
+Result<RouterConfig> ParseRouterConfig(const std::string& text, const std::string& origin,
+                                       const std::function<const char*(const char*)>& getenv) {
+  toml::table t;
+  try {
+    t = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream why;
+    why << e.description() << " (line " << e.source().begin.line << ")";
+    return Bad("config " + origin, why.str());
+  }
+  RouterConfig c;
+  std::set<std::string> names;
+  if (const toml::array* ups = t["upstream"].as_array()) {
+    int i = 0;
+    for (const auto& e : *ups) {
+      const toml::table* ut = e.as_table();
+      const std::string where = "config " + origin + ": [[upstream]] #" + std::to_string(++i);
+      if (!ut) return Bad(where, "must be a table");
+      auto u = ReadUpstream(*ut, where, getenv);
+      if (!u) return u.error();
+      if (!names.insert(u->name).second) return Bad(where, "upstream '" + u->name + "' is defined twice");
+      c.upstreams.push_back(std::move(*u));
+    }
+  }
+  std::set<std::string> routes;
+  if (const toml::array* rs = t["route"].as_array()) {
+    int i = 0;
+    for (const auto& e : *rs) {
+      const toml::table* rt = e.as_table();
+      const std::string where = "config " + origin + ": [[route]] #" + std::to_string(++i);
+      if (!rt) return Bad(where, "must be a table");
+      auto r = ReadRoute(*rt, where, names);
+      if (!r) return r.error();
+      if (!routes.insert(r->name).second) return Bad(where, "route '" + r->name + "' is defined twice");
+      c.routes.push_back(std::move(*r));
+    }
+  }
+  return c;
+}
+
+Result<RouterConfig> LoadRouterConfig(const std::string& path,
+                                      const std::function<const char*(const char*)>& getenv) {
+  std::ifstream in(path);
+  if (!in) return MakeError(ErrorCode::kNotFound, "config " + path + " cannot be read");
+  std::stringstream s;
+  s << in.rdbuf();
+  return ParseRouterConfig(s.str(), path, getenv);
+}
+
+}  // namespace hone::route

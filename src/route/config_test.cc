@@ -1,0 +1,115 @@
+// [[upstream]] and [[route]] from TOML: the support-chat example, and every
+// mistake an operator makes getting a precise message.
+#include "route/config.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace hone::route {
+namespace {
+
+std::map<std::string, std::string> g_env;
+const char* FakeEnv(const char* name) {
+  auto it = g_env.find(name);
+  return it == g_env.end() ? nullptr : it->second.c_str();
+}
+
+const char* kSupport = R"(
+port = 8080
+[[upstream]]
+name = "cloud"
+base_url = "https://api.example.com/v1/"
+api_keys_env = ["CLOUD_A", "CLOUD_B"]
+models = { "support" = "qwen2.5-7b-instruct" }
+connect_timeout = "3s"
+first_byte_timeout = "1.5s"
+idle_timeout = 20
+max_concurrent = 32
+price_input_per_m = 0.15
+price_output_per_m = 0.6
+breaker = { consecutive_failures = 3, cooldown = "10s" }
+
+[[route]]
+name = "support"
+targets = ["local:qwen2.5-0.5b", "cloud:support"]
+ttft_slo = "1500ms"
+retry = { max_attempts = 2, base_backoff = "50ms" }
+)";
+
+TEST(RouterConfig, ReadsTheSupportChatExample) {
+  g_env = {{"CLOUD_A", "sk-a"}, {"CLOUD_B", "sk-b"}};
+  auto c = ParseRouterConfig(kSupport, "hone.toml", FakeEnv);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  ASSERT_EQ(c->upstreams.size(), 1u);
+  const UpstreamConfig& u = c->upstreams[0];
+  EXPECT_EQ(u.base_url, "https://api.example.com/v1");
+  EXPECT_EQ(u.keys, (std::vector<std::string>{"sk-a", "sk-b"}));
+  EXPECT_EQ(u.models.at("support"), "qwen2.5-7b-instruct");
+  EXPECT_DOUBLE_EQ(u.connect_timeout_s, 3);
+  EXPECT_DOUBLE_EQ(u.first_byte_timeout_s, 1.5);
+  EXPECT_DOUBLE_EQ(u.idle_timeout_s, 20);
+  EXPECT_EQ(u.max_concurrent, 32);
+  EXPECT_EQ(u.health_path, "/models");
+  EXPECT_DOUBLE_EQ(u.health_interval_s, 30);
+  EXPECT_EQ(u.breaker.consecutive_failures, 3);
+  EXPECT_DOUBLE_EQ(u.breaker.cooldown_s, 10);
+  ASSERT_EQ(c->routes.size(), 1u);
+  const RouteConfig& r = c->routes[0];
+  EXPECT_EQ(r.policy, Policy::kLocalFirst);
+  ASSERT_EQ(r.targets.size(), 2u);
+  EXPECT_TRUE(r.targets[0].local());
+  EXPECT_EQ(r.targets[1].Label(), "cloud:support");
+  EXPECT_DOUBLE_EQ(r.ttft_slo_s, 1.5);
+  EXPECT_EQ(r.retry.max_attempts, 2);
+  EXPECT_DOUBLE_EQ(r.retry.base_backoff_s, 0.05);
+}
+
+TEST(RouterConfig, NoRouterTablesIsAnEmptyConfig) {
+  auto c = ParseRouterConfig("port = 1\n", "x.toml", FakeEnv);
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->empty());
+}
+
+TEST(RouterConfig, MistakesAreNamedPrecisely) {
+  g_env = {};
+  struct Case {
+    std::string toml, expect;
+  };
+  const std::vector<Case> cases = {
+      {"[[upstream]]\nbase_url='https://x'\n", "name is required"},
+      {"[[upstream]]\nname='c'\nbase_url='ftp://x'\n", "must start with http"},
+      {"[[upstream]]\nname='local'\nbase_url='http://x'\n", "cannot be an upstream"},
+      {"[[upstream]]\nname='c'\nbase_url='http://x'\napi_keys_env='NOPE'\n", "NOPE, which is not set"},
+      {"[[upstream]]\nname='c'\nbase_url='http://x'\nidle_timeout='3 parsecs'\n", "unknown unit"},
+      {"[[upstream]]\nname='c'\nbase_url='http://x'\n[[upstream]]\nname='c'\nbase_url='http://y'\n",
+       "defined twice"},
+      {"[[route]]\nname='r'\ntargets=['nowhere:m']\n", "names no [[upstream]] 'nowhere'"},
+      {"[[route]]\nname='r'\ntargets=['justaname']\n", "must look like"},
+      {"[[route]]\nname='r'\ntargets=['local:m']\npolicy='random'\n", "policy must be"},
+      {"[[route]]\nname='r'\ntargets=['local:m']\npolicy='weighted'\n", "one weight per target"},
+      {"[[route]]\nname='r'\ntargets=[]\n", "at least one"},
+      {"[[route]\n", "line 1"},
+  };
+  for (const Case& c : cases) {
+    auto r = ParseRouterConfig(c.toml, "hone.toml", FakeEnv);
+    ASSERT_FALSE(r.ok()) << c.toml;
+    EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_NE(r.error().message.find(c.expect), std::string::npos) << c.toml << "\n" << r.error().message;
+    EXPECT_NE(r.error().message.find("hone.toml"), std::string::npos) << r.error().message;
+  }
+}
+
+TEST(RouterConfig, Durations) {
+  EXPECT_DOUBLE_EQ(*ParseSeconds("1.5s"), 1.5);
+  EXPECT_DOUBLE_EQ(*ParseSeconds("250ms"), 0.25);
+  EXPECT_DOUBLE_EQ(*ParseSeconds("2m"), 120);
+  EXPECT_DOUBLE_EQ(*ParseSeconds("1h"), 3600);
+  EXPECT_DOUBLE_EQ(*ParseSeconds("7"), 7);
+  EXPECT_FALSE(ParseSeconds("").ok());
+  EXPECT_FALSE(ParseSeconds("s").ok());
+  EXPECT_FALSE(ParseSeconds("5d").ok());
+}
+
+}  // namespace
+}  // namespace hone::route

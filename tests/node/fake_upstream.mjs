@@ -1,0 +1,133 @@
+// A scriptable OpenAI-compatible upstream on loopback, for the router's fault
+// matrix and the overflow benchmark. It streams chat completions as the
+// OpenAI API does (SSE chunks, a usage chunk, [DONE]) at a set speed using
+// timers only (no CPU), and on command:
+//   - answers a status (5xx, 429 with Retry-After, 401 for chosen keys),
+//   - delays the first byte, hangs, or drops a stream after N chunks,
+//   - logs every request it saw with its key and whether the client left.
+// Control: POST /__script {default: Behaviour, queue: [Behaviour...]} (the
+// queue is used one per request first), GET /__log, POST /__reset.
+// Behaviour: {status, retry_after, ttft_ms, tokens_per_s, tokens, drop_after,
+//             hang, text, bad_keys: [..], limited_keys: [..]}
+// Start: `node fake_upstream.mjs [port]` prints {"port": N} on stdout.
+import http from 'node:http';
+
+const DEFAULT = { ttft_ms: 20, tokens_per_s: 500, tokens: 16 };
+
+export function startFakeUpstream(port = 0) {
+  let script = { default: { ...DEFAULT }, queue: [] };
+  let log = [];
+  let seq = 0;
+
+  const words = (b, n) => {
+    const base = (b.text || 'the cloud answers in plain words').split(' ');
+    return Array.from({ length: n }, (_, i) => base[i % base.length] + (i + 1 < n ? ' ' : ''));
+  };
+
+  const server = http.createServer(async (req, res) => {
+    let body = '';
+    for await (const chunk of req) body += chunk;
+    const key = (req.headers.authorization || '').replace(/^Bearer /, '');
+    if (req.url === '/__script') {
+      const s = JSON.parse(body || '{}');
+      script = { default: { ...DEFAULT, ...(s.default || {}) }, queue: s.queue || [] };
+      return res.end('{}');
+    }
+    if (req.url === '/__log') return res.end(JSON.stringify(log));
+    if (req.url === '/__reset') {
+      log = [];
+      script = { default: { ...DEFAULT }, queue: [] };
+      return res.end('{}');
+    }
+    const entry = { id: ++seq, method: req.method, path: req.url, key, time: Date.now(), disconnected: false };
+    log.push(entry);
+    if (req.method === 'GET' && req.url.endsWith('/models')) {
+      res.setHeader('Content-Type', 'application/json');
+      return res.end(JSON.stringify({ object: 'list', data: [{ id: 'cloud-model', object: 'model' }] }));
+    }
+    if (req.method !== 'POST' || !req.url.endsWith('/chat/completions')) {
+      res.statusCode = 404;
+      return res.end('{"error":{"message":"not found"}}');
+    }
+    const b = { ...script.default, ...(script.queue.shift() || {}) };
+    let request = {};
+    try {
+      request = JSON.parse(body);
+    } catch {
+      res.statusCode = 400;
+      return res.end('{"error":{"message":"bad json"}}');
+    }
+    entry.model = request.model;
+    entry.stream = !!request.stream;
+    entry.messages = request.messages;
+    entry.max_tokens = request.max_tokens ?? request.max_completion_tokens;
+    res.on('close', () => {
+      if (!res.writableFinished) entry.disconnected = true;
+    });
+    const status = (b.bad_keys || []).includes(key) ? 401 : (b.limited_keys || []).includes(key) ? 429 : b.status;
+    if (status && status !== 200) {
+      entry.status = status;
+      res.statusCode = status;
+      if (status === 429 || b.retry_after) res.setHeader('Retry-After', String(b.retry_after ?? 1));
+      res.setHeader('Content-Type', 'application/json');
+      return res.end(JSON.stringify({ error: { message: `scripted ${status}`, type: 'scripted' } }));
+    }
+    entry.status = 200;
+    const n = Math.min(b.tokens, entry.max_tokens ?? b.tokens);
+    const pieces = words(b, n);
+    const id = 'chatcmpl-fake' + entry.id;
+    const created = Math.floor(Date.now() / 1000);
+    const usage = { prompt_tokens: JSON.stringify(request.messages || []).length >> 2, completion_tokens: n };
+    usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
+    const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+    if (b.hang) {
+      await new Promise((r) => res.on('close', r));
+      return;
+    }
+    await sleep(b.ttft_ms);
+    if (!request.stream) {
+      await sleep((n * 1000) / b.tokens_per_s);
+      res.setHeader('Content-Type', 'application/json');
+      return res.end(JSON.stringify({
+        id, object: 'chat.completion', created, model: request.model,
+        choices: [{ index: 0, message: { role: 'assistant', content: pieces.join('') }, finish_reason: n < b.tokens ? 'length' : 'stop' }],
+        usage,
+      }));
+    }
+    res.setHeader('Content-Type', 'text/event-stream');
+    const send = (obj) => res.write(`data: ${JSON.stringify(obj)}\n\n`);
+    const chunk = (delta, finish = null) => ({ id, object: 'chat.completion.chunk', created, model: request.model,
+                                               choices: [{ index: 0, delta, finish_reason: finish }] });
+    send(chunk({ role: 'assistant', content: '' }));
+    for (let i = 0; i < n; ++i) {
+      if (entry.disconnected) return;
+      if (b.drop_after !== undefined && i === b.drop_after) {
+        entry.dropped = true;
+        return res.socket.destroy();  // mid-stream: no finish, no [DONE]
+      }
+      send(chunk({ content: pieces[i] }));
+      if (i + 1 < n) await sleep(1000 / b.tokens_per_s);
+    }
+    send(chunk({}, n < b.tokens ? 'length' : 'stop'));
+    if (request.stream_options?.include_usage) send({ id, object: 'chat.completion.chunk', created, model: request.model, choices: [], usage });
+    res.end('data: [DONE]\n\n');
+  });
+  return new Promise((resolve) => {
+    server.listen(port, '127.0.0.1', () => {
+      const url = `http://127.0.0.1:${server.address().port}`;
+      resolve({
+        url,
+        port: server.address().port,
+        async script(s) { await fetch(url + '/__script', { method: 'POST', body: JSON.stringify(s) }); },
+        async log() { return (await fetch(url + '/__log')).json(); },
+        async reset() { await fetch(url + '/__reset', { method: 'POST' }); },
+        close() { server.closeAllConnections(); return new Promise((r) => server.close(r)); },
+      });
+    });
+  });
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const up = await startFakeUpstream(Number(process.argv[2] || 0));
+  console.log(JSON.stringify({ port: up.port, url: up.url }));
+}
