@@ -7,6 +7,7 @@ hone_test(serve_tests
   ${SRC}/serve/registry_test.cc
   ${SRC}/serve/model_pool_test.cc
   ${SRC}/serve/config_test.cc
+  ${SRC}/serve/local_backend_test.cc
   LIBS hone_serve nlohmann_json::nlohmann_json)
 
 find_program(HONE_NODE node)
