@@ -1,6 +1,7 @@
 // The server's own view of HTTP, so that only http_server.cc sees cpp-httplib:
-// handlers (the driver, api/driver.h, and a few endpoints of their own) take an HttpRequest and return an
-// HttpResponse, whose body is either a string or a stream function that writes chunks until done.
+// handlers (the driver, api/driver.h, and a few endpoints of their own) take
+// an HttpRequest and return an HttpResponse, whose body is either a string or
+// a stream function that writes chunks until done.
 #pragma once
 
 #include <functional>

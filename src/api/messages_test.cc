@@ -10,7 +10,8 @@ using nlohmann::json;
 TEST(ParseMessages, ReadsRolesAndContentParts) {
   auto m = ParseMessages(json::parse(R"([
     {"role": "developer", "content": "be terse"},
-    {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url"}, {"type": "text", "text": "b"}]},
+    {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url"},
+                                 {"type": "text", "text": "b"}]},
     {"role": "assistant"}
   ])"));
   ASSERT_TRUE(m.ok()) << m.error().message;

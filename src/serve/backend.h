@@ -88,14 +88,16 @@ const char* FinishReasonName(FinishReason f);  // "none", "stop", "length", "can
 // How one choice ended.
 struct ChoiceResult {
   FinishReason finish = FinishReason::kStop;
-  // Set unless the choice ended normally (stop or length): kTimeout, kAborted
-  // (cancelled), kInternal, kUpstream.
+  // Set unless the choice ended normally (stop or length): kTimeout; kInternal
+  // when it failed or the server stopped it (the model unloaded under it);
+  // kUpstream from a remote backend. A choice the caller cancelled ends with
+  // finish kCancelled and an error the caller may ignore.
   std::optional<Error> error;
   Usage usage;
   double queue_s = 0;            // waiting for a slot
   double prompt_s = 0;           // prefill: slot start to first token
   double generation_s = 0;       // first token to finish
-  std::optional<double> ttft_s;  // request start to first token, when there was one
+  std::optional<double> ttft_s;  // queued to first token, when there was one
   bool ok() const { return !error; }
 };
 
