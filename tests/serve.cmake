@@ -1,12 +1,13 @@
-# hone serve: unit tests (scheduler, registry, pool, config) and the end-to-end
+# hone serve: unit tests (scheduler, registry, pool, config; the HTTP edge's are
+# in api.cmake) and the end-to-end
 # client tests with the official openai and ollama npm packages (tests/node).
 hone_test(serve_tests
   ${SRC}/serve/scheduler_test.cc
   ${SRC}/serve/json_grammar_test.cc
-  ${SRC}/serve/peer_watch_test.cc
   ${SRC}/serve/registry_test.cc
   ${SRC}/serve/model_pool_test.cc
   ${SRC}/serve/config_test.cc
+  ${SRC}/serve/local_backend_test.cc
   LIBS hone_serve nlohmann_json::nlohmann_json)
 
 find_program(HONE_NODE node)

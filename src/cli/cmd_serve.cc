@@ -6,13 +6,13 @@
 #include <map>
 #include <thread>
 
+#include "api/http_server.h"
 #include "cli/commands.h"
 #include "engine/gguf_file.h"
 #include "serve/config.h"
-#include "serve/http_server.h"
+#include "serve/local_backend.h"
 #include "serve/model_pool.h"
 #include "serve/registry.h"
-#include "serve/service.h"
 
 namespace hone::cli {
 namespace {
@@ -24,7 +24,7 @@ struct ServeArgs {
   std::map<std::string, CLI::Option*> options;
 };
 
-serve::HttpServer* g_server = nullptr;
+api::HttpServer* g_server = nullptr;
 void OnSignal(int) {
   if (g_server) g_server->Stop();
 }
@@ -96,8 +96,8 @@ int Serve(const ServeArgs& a) {
 
   serve::Metrics metrics;
   serve::ModelPool pool(*registry, *pool_opts, &metrics);
-  serve::Service service(pool, metrics, c.request_timeout, c.threads);
-  serve::HttpServer server(c, *keys, *max_body, service);
+  serve::LocalBackend local(pool, metrics, c.request_timeout, c.threads);
+  api::HttpServer server(c, *keys, *max_body, local, pool, metrics);
   auto port = server.Bind();
   if (!port) return Fail(port.error().ToString());
   // Ready when at least one registry model has a readable GGUF header.

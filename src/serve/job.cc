@@ -8,24 +8,6 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 }
 }  // namespace
 
-const char* FinishName(Finish f) {
-  switch (f) {
-    case Finish::kNone:
-      return "none";
-    case Finish::kStop:
-      return "stop";
-    case Finish::kLength:
-      return "length";
-    case Finish::kCancelled:
-      return "cancelled";
-    case Finish::kTimeout:
-      return "timeout";
-    case Finish::kError:
-      return "error";
-  }
-  return "?";
-}
-
 double JobTimings::queue_seconds() const { return Seconds(enqueued, started); }
 double JobTimings::prompt_seconds() const { return Seconds(started, first_token); }
 double JobTimings::gen_seconds() const { return Seconds(first_token, finished); }

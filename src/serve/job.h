@@ -15,14 +15,13 @@
 
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
+#include "serve/backend.h"
 
 namespace hone::serve {
 
-using Clock = std::chrono::steady_clock;
-
-// Why a job ended; names follow OpenAI's finish_reason where one exists.
-enum class Finish { kNone, kStop, kLength, kCancelled, kTimeout, kError };
-const char* FinishName(Finish f);  // "stop", "length", "cancelled", "timeout", "error"
+// Why a job ended: the Backend's own reasons (serve/backend.h), plus kNone
+// while it runs.
+using Finish = FinishReason;
 
 struct JobTimings {
   Clock::time_point enqueued;

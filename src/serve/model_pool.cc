@@ -52,7 +52,8 @@ Result<double> ParseDuration(const std::string& text) {
   return neg ? -total : total;
 }
 
-Result<engine::EmbedResult> LoadedModel::Embed(const std::vector<std::string>& texts, int threads) {
+Result<engine::EmbedResult> LoadedModel::Embed(const std::vector<std::string>& texts, int threads,
+                                               const std::function<bool()>& should_stop) {
   std::lock_guard<std::mutex> lock(embed_mu_);
   if (!embed_session_) {
     engine::SessionOptions so;
@@ -65,7 +66,23 @@ Result<engine::EmbedResult> LoadedModel::Embed(const std::vector<std::string>& t
     if (!s) return s.error();
     embed_session_ = std::move(*s);
   }
-  return engine::Embed(*embed_session_, texts);
+  // One text per call (engine::Embed decodes them one by one anyway), so a
+  // stop between texts costs nothing; the abort check covers a long decode.
+  embed_session_->SetAbortCheck(should_stop);
+  engine::EmbedResult out;
+  for (const std::string& text : texts) {
+    Result<engine::EmbedResult> one =
+        should_stop() ? Result<engine::EmbedResult>(MakeError(ErrorCode::kAborted, "embedding was stopped"))
+                      : engine::Embed(*embed_session_, {text});
+    if (!one) {
+      embed_session_->SetAbortCheck(nullptr);
+      return one.error();
+    }
+    out.vectors.push_back(std::move(one->vectors[0]));
+    out.n_tokens += one->n_tokens;
+  }
+  embed_session_->SetAbortCheck(nullptr);
+  return out;
 }
 
 Lease::Lease(ModelPool* pool, std::shared_ptr<LoadedModel> m, std::optional<double> keep_alive_s)

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -46,14 +47,17 @@ class LoadedModel {
   Clock::time_point loaded_at;
   std::string profile;  // the tuned profile applied, empty when none
 
-  // Embeddings run on their own small session, created on first use.
-  Result<engine::EmbedResult> Embed(const std::vector<std::string>& texts, int threads);
+  // Embeddings run on their own small session, created on first use, one
+  // request at a time. `should_stop` is checked between texts and inside each
+  // decode; when it turns true: kAborted.
+  Result<engine::EmbedResult> Embed(const std::vector<std::string>& texts, int threads,
+                                    const std::function<bool()>& should_stop);
 
  private:
   friend class ModelPool;
   std::mutex embed_mu_;
-  std::unique_ptr<engine::Session> embed_session_;
-  int in_use_ = 0;  // guarded by the pool's mutex
+  std::unique_ptr<engine::Session> embed_session_;  // guarded by embed_mu_
+  int in_use_ = 0;                                  // guarded by the pool's mutex
   Clock::time_point last_used_;
   std::optional<Clock::time_point> expires_;  // nullopt: never
 };

@@ -20,6 +20,16 @@ const char* ErrorCodeName(ErrorCode code) {
       return "aborted";
     case ErrorCode::kInternal:
       return "internal error";
+    case ErrorCode::kBusy:
+      return "busy";
+    case ErrorCode::kUnavailable:
+      return "unavailable";
+    case ErrorCode::kRateLimited:
+      return "rate limited";
+    case ErrorCode::kUpstream:
+      return "upstream failure";
+    case ErrorCode::kTimeout:
+      return "timeout";
   }
   return "error";
 }

@@ -17,6 +17,12 @@ enum class ErrorCode {
   kIo,               // the OS refused a read or write
   kAborted,          // cancelled by the caller
   kInternal,         // llama.cpp or hone failed in a way the caller cannot fix
+  // Refusals a server answers with; a caller may retry (see Error::retry_after_s).
+  kBusy,         // at capacity now (a full queue): retry shortly
+  kUnavailable,  // cannot serve now (a model loading, a server draining)
+  kRateLimited,  // this caller sent too much; retry after retry_after_s
+  kUpstream,     // a backend behind this one failed
+  kTimeout,      // the request ran past its deadline
 };
 
 const char* ErrorCodeName(ErrorCode code);
@@ -24,6 +30,9 @@ const char* ErrorCodeName(ErrorCode code);
 struct Error {
   ErrorCode code;
   std::string message;
+  // > 0: seconds after which a retry may succeed (kBusy, kUnavailable,
+  // kRateLimited); 0: no advice. An HTTP edge turns it into Retry-After.
+  int retry_after_s = 0;
 
   std::string ToString() const { return std::string(ErrorCodeName(code)) + ": " + message; }
 };

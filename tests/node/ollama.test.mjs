@@ -84,3 +84,16 @@ test('keep_alive: a duration expires, 0 unloads, and ps shows residency', async 
 test('unknown model is an error from the client', async () => {
   await assert.rejects(ollama.chat({ model: 'llama9', messages: [{ role: 'user', content: 'x' }] }), (e) => e.status_code === 404);
 });
+
+test('chat messages are checked as on the OpenAI side: an unknown role is a 400', async () => {
+  await assert.rejects(
+    ollama.chat({ model: 'tiny', messages: [{ role: 'wizard', content: 'x' }], stream: false }),
+    (e) => e.status_code === 400 && /unknown message role 'wizard'/.test(e.message),
+  );
+  const res = await fetch(server.url + '/api/chat', {
+    method: 'POST',
+    body: JSON.stringify({ model: 'tiny', messages: [{ content: 'x' }] }),
+  });
+  assert.equal(res.status, 400);
+  assert.match((await res.json()).error, /needs a 'role'/);
+});

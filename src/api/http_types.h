@@ -1,13 +1,14 @@
 // The server's own view of HTTP, so that only http_server.cc sees cpp-httplib:
-// API handlers take an HttpRequest and return an HttpResponse, whose body is
-// either a string or a stream function that writes chunks until done.
+// handlers (the driver, api/driver.h, and a few endpoints of their own) take
+// an HttpRequest and return an HttpResponse, whose body is either a string or
+// a stream function that writes chunks until done.
 #pragma once
 
 #include <functional>
 #include <map>
 #include <string>
 
-namespace hone::serve {
+namespace hone::api {
 
 struct HttpRequest {
   std::string method;
@@ -42,4 +43,4 @@ struct HttpResponse {
   RequestLog log;
 };
 
-}  // namespace hone::serve
+}  // namespace hone::api

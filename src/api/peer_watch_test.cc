@@ -1,6 +1,6 @@
 // The disconnect check on real loopback sockets, and on table text for the
 // cases a test cannot easily produce (a reset, an unreadable table).
-#include "serve/peer_watch.h"
+#include "api/peer_watch.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 #include <chrono>
 #include <thread>
 
-namespace hone::serve {
+namespace hone::api {
 namespace {
 
 int PortOf(int fd) {
@@ -62,4 +62,4 @@ TEST(PeerWatch, DecidesFromTheTable) {
 }
 
 }  // namespace
-}  // namespace hone::serve
+}  // namespace hone::api

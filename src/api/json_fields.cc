@@ -1,55 +1,62 @@
-#include "serve/api_common.h"
+#include "api/json_fields.h"
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 
-namespace hone::serve {
+#include "serve/model_pool.h"
 
-std::optional<json> ParseBody(const std::string& body, ApiError* err) {
+namespace hone::api {
+
+Error BadRequest(const std::string& message) { return MakeError(ErrorCode::kInvalidArgument, message); }
+
+Result<json> ParseBody(const std::string& body) {
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    *err = BadRequest("the request body is not valid JSON");
-    return std::nullopt;
-  }
-  if (!j.is_object()) {
-    *err = BadRequest("the request body must be a JSON object");
-    return std::nullopt;
-  }
+  if (j.is_discarded()) return BadRequest("the request body is not valid JSON");
+  if (!j.is_object()) return BadRequest("the request body must be a JSON object");
   return j;
 }
 
 namespace {
 bool Absent(const json& j, const char* key) { return !j.contains(key) || j[key].is_null(); }
-void WrongType(const char* key, const char* want, ApiError* err) {
+void WrongType(const char* key, const char* want, Status* err) {
   *err = BadRequest(std::string("'") + key + "' must be " + want);
 }
 }  // namespace
 
-std::optional<double> GetNumber(const json& j, const char* key, ApiError* err) {
+std::optional<double> GetNumber(const json& j, const char* key, Status* err) {
   if (Absent(j, key)) return std::nullopt;
   if (!j[key].is_number()) return WrongType(key, "a number", err), std::nullopt;
   return j[key].get<double>();
 }
 
-std::optional<int64_t> GetInt(const json& j, const char* key, ApiError* err) {
+std::optional<int64_t> GetInt(const json& j, const char* key, Status* err) {
   if (Absent(j, key)) return std::nullopt;
   if (!j[key].is_number_integer()) return WrongType(key, "an integer", err), std::nullopt;
   return j[key].get<int64_t>();
 }
 
-std::optional<bool> GetBool(const json& j, const char* key, ApiError* err) {
+std::optional<bool> GetBool(const json& j, const char* key, Status* err) {
   if (Absent(j, key)) return std::nullopt;
   if (!j[key].is_boolean()) return WrongType(key, "true or false", err), std::nullopt;
   return j[key].get<bool>();
 }
 
-std::optional<std::string> GetString(const json& j, const char* key, ApiError* err) {
+std::optional<std::string> GetString(const json& j, const char* key, Status* err) {
   if (Absent(j, key)) return std::nullopt;
   if (!j[key].is_string()) return WrongType(key, "a string", err), std::nullopt;
   return j[key].get<std::string>();
 }
 
-std::optional<std::vector<std::string>> GetStrings(const json& j, const char* key, ApiError* err) {
+Result<std::string> RequireString(const json& j, const char* key, const char* missing) {
+  Status err;
+  auto v = GetString(j, key, &err);
+  if (!err.ok()) return err.error();
+  if (!v) return BadRequest(missing);
+  return *v;
+}
+
+std::optional<std::vector<std::string>> GetStrings(const json& j, const char* key, Status* err) {
   if (Absent(j, key)) return std::nullopt;
   const json& v = j[key];
   if (v.is_string()) return std::vector<std::string>{v.get<std::string>()};
@@ -62,7 +69,7 @@ std::optional<std::vector<std::string>> GetStrings(const json& j, const char* ke
   return out;
 }
 
-void GetSampling(const json& j, engine::SamplingOptions* s, ApiError* err) {
+void GetSampling(const json& j, serve::Sampling* s, Status* err) {
   if (auto v = GetNumber(j, "temperature", err)) s->temperature = static_cast<float>(*v);
   if (auto v = GetNumber(j, "top_p", err)) s->top_p = static_cast<float>(*v);
   if (auto v = GetInt(j, "top_k", err)) s->top_k = static_cast<int>(*v);
@@ -74,73 +81,18 @@ void GetSampling(const json& j, engine::SamplingOptions* s, ApiError* err) {
   if (auto v = GetNumber(j, "frequency_penalty", err)) s->frequency_penalty = static_cast<float>(*v);
 }
 
-std::optional<double> GetKeepAlive(const json& j, ApiError* err) {
+std::optional<double> GetKeepAlive(const json& j, Status* err) {
   if (Absent(j, "keep_alive")) return std::nullopt;
   const json& v = j["keep_alive"];
   if (v.is_number()) return v.get<double>();
   if (v.is_string()) {
-    auto d = ParseDuration(v.get<std::string>());
+    auto d = serve::ParseDuration(v.get<std::string>());
     if (d) return *d;
     *err = BadRequest(d.error().message);
     return std::nullopt;
   }
   WrongType("keep_alive", "a duration such as \"5m\" or a number of seconds", err);
   return std::nullopt;
-}
-
-bool PumpJob(Running& run, size_t i, const ChunkWriter& write,
-             const std::function<std::string(const std::string&)>& frame) {
-  Job& job = *run.jobs[i];
-  for (;;) {
-    bool done = false;
-    std::string text = job.Take(std::chrono::milliseconds(100), &done);
-    // With no text yet (queued, or a long prompt prefilling) ask the kernel
-    // whether the client is still there: writes alone would not tell.
-    const bool gone = text.empty() ? run.client_gone() || !write(std::string()) : !write(frame(text));
-    if (gone) {
-      // Client gone: stop the sequence and wait the one step it takes, so the
-      // log line reports how far it got.
-      job.Cancel();
-      job.WaitAll();
-      return false;
-    }
-    if (done) return true;
-  }
-}
-
-std::string WaitForJob(Running& run, size_t i) {
-  Job& job = *run.jobs[i];
-  std::string text;
-  for (;;) {
-    bool done = false;
-    text += job.Take(std::chrono::milliseconds(100), &done);
-    if (done) return text;
-    if (run.client_gone()) {
-      job.Cancel();
-      return text + job.WaitAll();
-    }
-  }
-}
-
-HttpResponse ClientClosed(RequestLog log) {
-  HttpResponse res;
-  res.status = 499;
-  res.body = R"({"error":"client closed the request"})";
-  res.log = std::move(log);
-  return res;
-}
-
-void LogJob(const Running& run, const JobResult& r, RequestLog* log) {
-  log->model = run.model;
-  log->prompt_tokens += r.prompt_tokens;
-  log->completion_tokens += r.completion_tokens;
-  if (log->ttft_ms < 0 && r.timings.first_token != Clock::time_point{}) {
-    log->ttft_ms =
-        std::chrono::duration<double, std::milli>(r.timings.first_token - r.timings.enqueued).count();
-  }
-  if (log->queue_ms < 0) log->queue_ms = r.timings.queue_seconds() * 1000;
-  log->finish = FinishName(r.finish);
-  if (!r.error.empty()) log->error = r.error;
 }
 
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
@@ -173,4 +125,4 @@ std::string NewId(const char* prefix) {
   return buf;
 }
 
-}  // namespace hone::serve
+}  // namespace hone::api

@@ -1,4 +1,4 @@
-#include "serve/http_server.h"
+#include "api/http_server.h"
 
 #include <httplib.h>
 
@@ -6,20 +6,35 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "serve/admin_api.h"
-#include "serve/api_common.h"
-#include "serve/ollama_api.h"
-#include "serve/openai_api.h"
-#include "serve/peer_watch.h"
+#include "api/admin_api.h"
+#include "api/errors.h"
+#include "api/json_fields.h"
+#include "api/ollama_codec.h"
+#include "api/ollama_local.h"
+#include "api/openai_codec.h"
+#include "api/peer_watch.h"
 
-namespace hone::serve {
+namespace hone::api {
 namespace {
+
+using Clock = serve::Clock;
 
 // httplib runs routing, the (streamed) response and the logger for one request
 // on one worker thread, so per-request state can live in thread-locals.
 thread_local std::string t_request_id;
 thread_local Clock::time_point t_start;
 thread_local RequestLog t_log;
+
+// One codec per endpoint, for the server's whole life (streams refer to them).
+const openai::GenerationCodec kOpenAiChat(/*chat=*/true);
+const openai::GenerationCodec kOpenAiCompletions(/*chat=*/false);
+const openai::EmbeddingCodec kOpenAiEmbeddings;
+const openai::ModelListCodec kOpenAiModels;
+const ollama::GenerationCodec kOllamaChat(/*chat=*/true);
+const ollama::GenerationCodec kOllamaGenerate(/*chat=*/false);
+const ollama::EmbeddingCodec kOllamaEmbed(/*legacy=*/false);
+const ollama::EmbeddingCodec kOllamaLegacyEmbeddings(/*legacy=*/true);
+const ollama::ModelListCodec kOllamaTags;
 
 ApiFlavor FlavorOf(const std::string& path) {
   return path.rfind("/api/", 0) == 0 ? ApiFlavor::kOllama : ApiFlavor::kOpenAI;
@@ -65,12 +80,14 @@ bool SameKey(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-HttpServer::HttpServer(const ServeConfig& config, std::vector<std::string> api_keys, uint64_t max_body,
-                       Service& service)
+HttpServer::HttpServer(const serve::ServeConfig& config, std::vector<std::string> api_keys, uint64_t max_body,
+                       serve::Backend& backend, serve::ModelPool& pool, serve::Metrics& metrics)
     : config_(config),
       api_keys_(std::move(api_keys)),
       max_body_(max_body),
-      svc_(service),
+      driver_(backend),
+      pool_(pool),
+      metrics_(metrics),
       http_(std::make_unique<httplib::Server>()) {
   // Every streaming client holds a worker thread; leave room beyond the slots.
   const int workers = std::max(32, config_.slots * 4 + config_.max_queue / 2);
@@ -111,8 +128,8 @@ void HttpServer::Routes() {
     if (req.path == "/health" || Authorized(req.get_header_value("Authorization"))) {
       return httplib::Server::HandlerResponse::Unhandled;
     }
-    ApiError e{401, "invalid or missing API key (send Authorization: Bearer <key>)", "invalid_request_error",
-               "invalid_api_key"};
+    HttpError e{401, "invalid or missing API key (send Authorization: Bearer <key>)", "invalid_request_error",
+                "invalid_api_key"};
     Apply(ErrorResponse(e, FlavorOf(req.path)), res);
     return httplib::Server::HandlerResponse::Handled;
   });
@@ -122,13 +139,13 @@ void HttpServer::Routes() {
     std::string message = res.status == 413   ? "the request body is larger than the server accepts"
                           : res.status == 404 ? "no such endpoint: " + req.method + " " + req.path
                                               : "HTTP " + std::to_string(res.status);
-    ApiError e{res.status, message, "invalid_request_error", res.status == 413 ? "payload_too_large" : ""};
+    HttpError e{res.status, message, "invalid_request_error", res.status == 413 ? "payload_too_large" : ""};
     int status = res.status;
     Apply(ErrorResponse(e, FlavorOf(req.path)), res);
     res.status = status;
   });
   s.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
-    Apply(ErrorResponse(ApiError{500, "internal error", "server_error", ""}, FlavorOf(req.path)), res);
+    Apply(ErrorResponse(HttpError{500, "internal error", "server_error", ""}, FlavorOf(req.path)), res);
   });
   s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     if (config_.quiet) return;
@@ -156,31 +173,40 @@ void HttpServer::Routes() {
       Apply(fn(r), res);
     };
   };
-  Service& svc = svc_;
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     bool ok = ready_.load();
     res.status = ok ? 200 : 503;
     res.set_content(ok ? R"({"status":"ok"})" : R"({"status":"starting"})", "application/json");
   });
-  s.Get("/metrics", [&svc](const httplib::Request&, httplib::Response& res) {
-    res.set_content(svc.metrics().Render(), "text/plain; version=0.0.4");
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_.Render(), "text/plain; version=0.0.4");
   });
-  s.Get("/v1/models", route([&svc](const HttpRequest&) { return openai::Models(svc); }));
-  s.Post("/v1/chat/completions",
-         route([&svc](const HttpRequest& r) { return openai::ChatCompletions(svc, r); }));
-  s.Post("/v1/completions", route([&svc](const HttpRequest& r) { return openai::Completions(svc, r); }));
-  s.Post("/v1/embeddings", route([&svc](const HttpRequest& r) { return openai::Embeddings(svc, r); }));
-  s.Get("/api/tags", route([&svc](const HttpRequest&) { return ollama::Tags(svc); }));
-  s.Get("/api/ps", route([&svc](const HttpRequest&) { return ollama::Ps(svc); }));
+  Driver& d = driver_;
+  auto generate = [&d](const GenerationCodec& c) {
+    return [&d, &c](const HttpRequest& r) { return d.Generate(c, r); };
+  };
+  auto embed = [&d](const EmbeddingCodec& c) {
+    return [&d, &c](const HttpRequest& r) { return d.Embed(c, r); };
+  };
+  auto list = [&d](const ModelListCodec& c) {
+    return [&d, &c](const HttpRequest&) { return d.ListModels(c); };
+  };
+  s.Get("/v1/models", route(list(kOpenAiModels)));
+  s.Post("/v1/chat/completions", route(generate(kOpenAiChat)));
+  s.Post("/v1/completions", route(generate(kOpenAiCompletions)));
+  s.Post("/v1/embeddings", route(embed(kOpenAiEmbeddings)));
+  s.Get("/api/tags", route(list(kOllamaTags)));
+  s.Post("/api/generate", route(generate(kOllamaGenerate)));
+  s.Post("/api/chat", route(generate(kOllamaChat)));
+  s.Post("/api/embed", route(embed(kOllamaEmbed)));
+  s.Post("/api/embeddings", route(embed(kOllamaLegacyEmbeddings)));
+  serve::ModelPool& pool = pool_;
+  s.Get("/api/ps", route([&pool](const HttpRequest&) { return ollama::Ps(pool); }));
   s.Get("/api/version", route([](const HttpRequest&) { return ollama::Version(); }));
-  s.Post("/api/show", route([&svc](const HttpRequest& r) { return ollama::Show(svc, r); }));
-  s.Post("/api/generate", route([&svc](const HttpRequest& r) { return ollama::Generate(svc, r); }));
-  s.Post("/api/chat", route([&svc](const HttpRequest& r) { return ollama::Chat(svc, r); }));
-  s.Post("/api/embed", route([&svc](const HttpRequest& r) { return ollama::Embed(svc, r); }));
-  s.Post("/api/embeddings", route([&svc](const HttpRequest& r) { return ollama::LegacyEmbeddings(svc, r); }));
+  s.Post("/api/show", route([&pool](const HttpRequest& r) { return ollama::Show(pool, r); }));
   // hone's residency controls: {"model": NAME, "pin": bool?, "keep_alive": ...}.
-  s.Post("/hone/load", route([&svc](const HttpRequest& r) { return HoneLoad(svc, r); }));
-  s.Post("/hone/unload", route([&svc](const HttpRequest& r) { return HoneUnload(svc, r); }));
+  s.Post("/hone/load", route([&pool](const HttpRequest& r) { return HoneLoad(pool, r); }));
+  s.Post("/hone/unload", route([&pool](const HttpRequest& r) { return HoneUnload(pool, r); }));
 }
 
 Result<int> HttpServer::Bind() {
@@ -197,4 +223,4 @@ Result<int> HttpServer::Bind() {
 void HttpServer::Run() { http_->listen_after_bind(); }
 void HttpServer::Stop() { http_->stop(); }
 
-}  // namespace hone::serve
+}  // namespace hone::api

@@ -1,4 +1,4 @@
-#include "serve/peer_watch.h"
+#include "api/peer_watch.h"
 
 #include <chrono>
 #include <fstream>
@@ -6,7 +6,7 @@
 #include <sstream>
 #include <vector>
 
-namespace hone::serve {
+namespace hone::api {
 namespace {
 
 constexpr const char* kListen = "0A";     // TCP_LISTEN
@@ -109,4 +109,4 @@ bool PeerHasClosed(int local_port, int remote_port) {
   return seen == Seen::kClosed || seen == Seen::kAbsent;
 }
 
-}  // namespace hone::serve
+}  // namespace hone::api

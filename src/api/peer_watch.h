@@ -8,7 +8,7 @@
 
 #include <string>
 
-namespace hone::serve {
+namespace hone::api {
 
 // True when the TCP connection between our `local_port` and the peer's
 // `remote_port` is known to be closed by the peer. False when it is open or
@@ -20,4 +20,4 @@ bool PeerHasClosed(int local_port, int remote_port);
 // For tests: the same decision over the text of /proc/net/tcp (and tcp6).
 bool PeerHasClosedIn(const std::string& proc_net_tcp, int local_port, int remote_port);
 
-}  // namespace hone::serve
+}  // namespace hone::api

@@ -1,0 +1,101 @@
+// A codec is one API flavour's wire format for one kind of endpoint: it parses
+// a JSON body into the neutral request of serve/backend.h and encodes what
+// comes back (text chunks, the end of a choice, the final frame, usage,
+// errors). It holds no request state and drives nothing: waiting, streaming,
+// cancellation, logging and failure handling are the driver's (driver.h), the
+// same for every codec.
+//
+// Codecs are stateless and const; the server keeps one of each for its whole
+// life, and streams may refer to them until they end.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "api/errors.h"
+#include "api/http_types.h"
+#include "serve/backend.h"
+#include "util/result.h"
+
+namespace hone::api {
+
+using nlohmann::json;
+
+class Codec {
+ public:
+  explicit Codec(ApiFlavor flavor) : flavor_(flavor) {}
+  virtual ~Codec() = default;
+  ApiFlavor flavor() const { return flavor_; }
+  HttpResponse Fail(const Error& e) const { return ErrorResponse(e, flavor_); }
+
+ private:
+  ApiFlavor flavor_;
+};
+
+// What a request asks beyond the backend request itself.
+struct ParsedGeneration {
+  serve::GenerationRequest request;
+  bool stream = false;
+  bool include_usage = false;  // OpenAI stream_options.include_usage
+  bool load_only = false;      // Ollama: no prompt, only load (keep_alive 0: unload) the model
+};
+
+// What every frame of one answer shares.
+struct Answer {
+  std::string id;  // OpenAI's "chatcmpl-…"; empty for Ollama
+  int64_t created = 0;
+  std::string model;
+  double load_seconds = 0;
+  serve::Clock::time_point start;  // once the request was queued
+  bool include_usage = false;
+};
+
+struct CollectedChoice {
+  std::string text;
+  serve::ChoiceResult result;
+};
+
+// Chat and completions (OpenAI), chat and generate (Ollama).
+class GenerationCodec : public Codec {
+ public:
+  using Codec::Codec;
+  // Errors: kInvalidArgument.
+  virtual Result<ParsedGeneration> Parse(const json& body) const = 0;
+  virtual std::string NewAnswerId() const { return ""; }
+
+  // Streaming: the content type and headers, then for each choice its start,
+  // text pieces and end, then the stream's end. An empty string writes nothing.
+  virtual std::string stream_content_type() const = 0;
+  virtual std::map<std::string, std::string> stream_headers() const { return {}; }
+  virtual std::string ChoiceStart(const Answer&, size_t choice) const { return ""; }
+  virtual std::string Text(const Answer& a, size_t choice, const std::string& text) const = 0;
+  virtual std::string ChoiceEnd(const Answer& a, size_t choice, const serve::ChoiceResult& r) const = 0;
+  virtual std::string StreamEnd(const Answer& a, const serve::Usage& total) const = 0;
+  // A failure after the stream began (headers are gone): an error frame.
+  virtual std::string StreamError(const Error& e) const = 0;
+
+  // Not streamed: the whole answer.
+  virtual json Collected(const Answer& a, const std::vector<CollectedChoice>& choices,
+                         const serve::Usage& total) const = 0;
+  // The answer to a load_only request.
+  virtual json Loaded(const std::string& model, bool unloaded) const { return json::object(); }
+};
+
+class EmbeddingCodec : public Codec {
+ public:
+  using Codec::Codec;
+  virtual Result<serve::EmbeddingRequest> Parse(const json& body) const = 0;
+  // `body` is the request, for options that shape the answer (encoding_format).
+  virtual json Encode(const json& body, const serve::Embeddings& e, double seconds) const = 0;
+};
+
+class ModelListCodec : public Codec {
+ public:
+  using Codec::Codec;
+  virtual json Encode(const std::vector<serve::ModelCard>& models) const = 0;
+};
+
+}  // namespace hone::api

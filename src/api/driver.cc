@@ -1,0 +1,176 @@
+#include "api/driver.h"
+
+#include <memory>
+
+#include "api/json_fields.h"
+
+namespace hone::api {
+namespace {
+
+using serve::Clock;
+using serve::CompletionEvent;
+using Kind = serve::CompletionEvent::Kind;
+
+// How long one wait for text lasts before the driver checks the client.
+constexpr auto kPoll = std::chrono::milliseconds(100);
+
+// Adds one choice's end to the log line. A choice the client walked away from
+// logs no error: it was cancelled, nothing failed.
+void LogChoice(const std::string& model, const serve::ChoiceResult& r, bool client_left, RequestLog* log) {
+  log->model = model;
+  log->prompt_tokens += r.usage.prompt_tokens;
+  log->completion_tokens += r.usage.completion_tokens;
+  if (log->ttft_ms < 0 && r.ttft_s) log->ttft_ms = *r.ttft_s * 1000;
+  if (log->queue_ms < 0) log->queue_ms = r.queue_s * 1000;
+  log->finish = serve::FinishReasonName(r.finish);
+  if (r.error && !client_left && !r.error->message.empty()) log->error = r.error->message;
+}
+
+// The client is gone: stop the work and wait the step it takes for the
+// current choice to end, so the log line reports how far it got.
+void Abandon(serve::Completion& run, RequestLog* log) {
+  run.Cancel();
+  for (;;) {
+    CompletionEvent e = run.Next(Clock::now() + kPoll);
+    if (e.kind == Kind::kDone) return;
+    if (e.kind == Kind::kChoiceEnd) return LogChoice(run.model(), e.result, /*client_left=*/true, log);
+  }
+}
+
+HttpResponse Collect(const GenerationCodec& codec, serve::Completion& run, const Answer& answer,
+                     const std::function<bool()>& client_gone) {
+  HttpResponse res;
+  std::vector<CollectedChoice> choices(run.choices());
+  serve::Usage total;
+  for (;;) {
+    CompletionEvent e = run.Next(Clock::now() + kPoll);
+    switch (e.kind) {
+      case Kind::kText:
+      case Kind::kIdle:
+        choices[e.choice].text += e.text;
+        // No write would tell: ask the kernel (peer_watch.h).
+        if (client_gone()) run.Cancel();
+        break;
+      case Kind::kChoiceEnd: {
+        const bool left = e.result.finish == serve::FinishReason::kCancelled && client_gone();
+        LogChoice(run.model(), e.result, left, &res.log);
+        if (left) return ClientClosed(res.log);
+        if (!e.result.ok()) {
+          HttpResponse fail = codec.Fail(*e.result.error);
+          fail.log.model = res.log.model;
+          return fail;
+        }
+        choices[e.choice].result = e.result;
+        total += e.result.usage;
+        break;
+      }
+      case Kind::kDone:
+        res.body = Dump(codec.Collected(answer, choices, total));
+        return res;
+    }
+  }
+}
+
+HttpResponse Stream(const GenerationCodec& codec, std::shared_ptr<serve::Completion> run,
+                    std::shared_ptr<const Answer> answer, std::function<bool()> client_gone) {
+  HttpResponse res;
+  res.content_type = codec.stream_content_type();
+  res.headers = codec.stream_headers();
+  res.stream = [&codec, run, answer, client_gone](const ChunkWriter& write, RequestLog* log) {
+    // An empty frame writes nothing; a failed write means the client is gone.
+    auto send = [&](const std::string& frame) { return frame.empty() || write(frame); };
+    if (run->choices() > 0 && !send(codec.ChoiceStart(*answer, 0))) return Abandon(*run, log);
+    serve::Usage total;
+    for (;;) {
+      CompletionEvent e = run->Next(Clock::now() + kPoll);
+      switch (e.kind) {
+        case Kind::kText:
+          if (!write(codec.Text(*answer, e.choice, e.text))) return Abandon(*run, log);
+          break;
+        case Kind::kIdle:
+          // Queued or prefilling: writes alone would not notice a closed peer.
+          if (client_gone() || !write(std::string())) return Abandon(*run, log);
+          break;
+        case Kind::kChoiceEnd:
+          LogChoice(run->model(), e.result, /*client_left=*/false, log);
+          if (!e.result.ok()) {
+            write(codec.StreamError(*e.result.error));  // never a clean end after a failure
+            return;
+          }
+          if (!send(codec.ChoiceEnd(*answer, e.choice, e.result))) return;
+          total += e.result.usage;
+          if (e.choice + 1 < run->choices() && !send(codec.ChoiceStart(*answer, e.choice + 1)))
+            return Abandon(*run, log);
+          break;
+        case Kind::kDone:
+          send(codec.StreamEnd(*answer, total));
+          return;
+      }
+    }
+  };
+  return res;
+}
+
+// The body as JSON, then as the codec's request.
+template <class CodecT>
+auto ParseRequest(const CodecT& codec, const std::string& text, json* body) -> decltype(codec.Parse(*body)) {
+  auto j = ParseBody(text);
+  if (!j) return j.error();
+  *body = std::move(*j);
+  return codec.Parse(*body);
+}
+
+}  // namespace
+
+HttpResponse Driver::Generate(const GenerationCodec& codec, const HttpRequest& req) {
+  json body;
+  auto parsed = ParseRequest(codec, req.body, &body);
+  if (!parsed) return codec.Fail(parsed.error());
+  if (parsed->load_only) return LoadOnly(codec, parsed->request);
+  auto started = backend_.Start(parsed->request);
+  if (!started) return codec.Fail(started.error());
+  std::shared_ptr<serve::Completion> run = std::move(*started);
+  auto answer = std::make_shared<Answer>();
+  answer->id = codec.NewAnswerId();
+  answer->created = UnixNow();
+  answer->model = run->model();
+  answer->load_seconds = run->load_seconds();
+  answer->start = Clock::now();
+  answer->include_usage = parsed->include_usage;
+  if (!parsed->stream) return Collect(codec, *run, *answer, req.client_gone);
+  return Stream(codec, std::move(run), std::move(answer), req.client_gone);
+}
+
+HttpResponse Driver::LoadOnly(const GenerationCodec& codec, const serve::GenerationRequest& r) {
+  auto name = backend_.Load(r.model, r.keep_alive_s);
+  if (!name) return codec.Fail(name.error());
+  HttpResponse res;
+  res.log.model = *name;
+  res.body = Dump(codec.Loaded(*name, r.keep_alive_s && *r.keep_alive_s == 0));
+  return res;
+}
+
+HttpResponse Driver::Embed(const EmbeddingCodec& codec, const HttpRequest& req) {
+  json body;
+  auto parsed = ParseRequest(codec, req.body, &body);
+  if (!parsed) return codec.Fail(parsed.error());
+  const auto start = Clock::now();
+  auto emb = backend_.Embed(*parsed, req.client_gone);
+  HttpResponse res;
+  if (!emb) {
+    if (emb.error().code == ErrorCode::kAborted && req.client_gone()) return ClientClosed(res.log);
+    return codec.Fail(emb.error());
+  }
+  res.log.model = emb->model;
+  res.log.prompt_tokens = emb->prompt_tokens;
+  res.body = Dump(codec.Encode(body, *emb, std::chrono::duration<double>(Clock::now() - start).count()));
+  return res;
+}
+
+HttpResponse Driver::ListModels(const ModelListCodec& codec) {
+  HttpResponse res;
+  res.body = Dump(codec.Encode(backend_.ListModels()));
+  return res;
+}
+
+}  // namespace hone::api

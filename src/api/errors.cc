@@ -1,0 +1,81 @@
+#include "api/errors.h"
+
+#include <nlohmann/json.hpp>
+
+namespace hone::api {
+
+HttpError ToHttpError(const Error& e, ApiFlavor flavor) {
+  HttpError h;
+  h.message = e.message;
+  h.retry_after_s = e.retry_after_s;
+  switch (e.code) {
+    case ErrorCode::kInvalidArgument:
+      h.status = 400, h.type = "invalid_request_error";
+      break;
+    case ErrorCode::kNotFound:
+      h.status = 404, h.type = "invalid_request_error", h.code = "model_not_found";
+      break;
+    case ErrorCode::kOutOfMemory:
+      // Admission refused: the server is fine but cannot host this model now.
+      h.status = 507, h.type = "server_error", h.code = "insufficient_memory";
+      break;
+    case ErrorCode::kUnsupported:
+      h.status = 409, h.type = "invalid_request_error", h.code = "conflict";
+      break;
+    case ErrorCode::kBusy:
+      h.status = flavor == ApiFlavor::kOpenAI ? 429 : 503;
+      h.type = "rate_limit_error", h.code = "rate_limit_exceeded";
+      break;
+    case ErrorCode::kRateLimited:
+      h.status = 429, h.type = "rate_limit_error", h.code = "rate_limit_exceeded";
+      break;
+    case ErrorCode::kUnavailable:
+      h.status = 503, h.type = "server_error", h.code = "unavailable";
+      break;
+    case ErrorCode::kUpstream:
+      h.status = 502, h.type = "server_error", h.code = "upstream_error";
+      break;
+    case ErrorCode::kTimeout:
+    case ErrorCode::kAborted:
+      h.status = 504, h.type = "server_error", h.code = "timeout";
+      break;
+    case ErrorCode::kCorrupt:
+    case ErrorCode::kIo:
+    case ErrorCode::kInternal:
+      h.status = 500, h.type = "server_error";
+      break;
+  }
+  return h;
+}
+
+HttpResponse ErrorResponse(const HttpError& e, ApiFlavor flavor) {
+  HttpResponse r;
+  r.status = e.status;
+  nlohmann::json j;
+  if (flavor == ApiFlavor::kOpenAI) {
+    j["error"] = {{"message", e.message},
+                  {"type", e.type},
+                  {"param", nullptr},
+                  {"code", e.code.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.code)}};
+  } else {
+    j["error"] = e.message;
+  }
+  r.body = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (e.retry_after_s > 0) r.headers["Retry-After"] = std::to_string(e.retry_after_s);
+  r.log.error = e.message;
+  return r;
+}
+
+HttpResponse ErrorResponse(const Error& e, ApiFlavor flavor) {
+  return ErrorResponse(ToHttpError(e, flavor), flavor);
+}
+
+HttpResponse ClientClosed(RequestLog log) {
+  HttpResponse res;
+  res.status = 499;
+  res.body = R"({"error":"client closed the request"})";
+  res.log = std::move(log);
+  return res;
+}
+
+}  // namespace hone::api

@@ -1,0 +1,36 @@
+// Every error the server answers with goes through here: one function decides
+// the HTTP status for a core error code, per API flavour, and one builds the
+// flavour's envelope (OpenAI's {"error": {...}}, Ollama's {"error": "..."}).
+#pragma once
+
+#include <string>
+
+#include "api/http_types.h"
+#include "util/result.h"
+
+namespace hone::api {
+
+enum class ApiFlavor { kOpenAI, kOllama };
+
+// An error as HTTP sees it.
+struct HttpError {
+  int status = 500;
+  std::string message;
+  std::string type;  // OpenAI "type": invalid_request_error, not_found_error, ...
+  std::string code;  // OpenAI "code": model_not_found, rate_limit_exceeded, ...
+  int retry_after_s = 0;
+};
+
+// The one mapping from hone's error codes to HTTP. The flavours differ only
+// where their clients expect it: a full queue (kBusy) is 429 to OpenAI's
+// clients, which retry on it, and 503 to Ollama's.
+HttpError ToHttpError(const Error& e, ApiFlavor flavor);
+// The response, with Retry-After when the error advises one.
+HttpResponse ErrorResponse(const HttpError& e, ApiFlavor flavor);
+HttpResponse ErrorResponse(const Error& e, ApiFlavor flavor);
+
+// The answer to a client that disconnected before it: nobody reads it, but the
+// log line records status 499 (nginx's "client closed request").
+HttpResponse ClientClosed(RequestLog log);
+
+}  // namespace hone::api

@@ -1,0 +1,54 @@
+// The HTTP front: the only file that sees cpp-httplib. Routes the OpenAI and
+// Ollama APIs (each endpoint a codec over the one Driver), /health, /metrics
+// and hone's load/unload endpoints; checks API keys, body size and CORS;
+// writes one JSON log line per request (never headers, so never keys).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/driver.h"
+#include "serve/backend.h"
+#include "serve/config.h"
+#include "serve/metrics.h"
+#include "serve/model_pool.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace hone::api {
+
+class HttpServer {
+ public:
+  // Generations, embeddings and model lists go to `backend`; the Ollama and
+  // hone endpoints about residency (ps, show, load, unload) to the local `pool`.
+  HttpServer(const serve::ServeConfig& config, std::vector<std::string> api_keys, uint64_t max_body,
+             serve::Backend& backend, serve::ModelPool& pool, serve::Metrics& metrics);
+  ~HttpServer();
+
+  // Binds host:port (port 0: any free port). Returns the port bound.
+  Result<int> Bind();
+  void Run();  // serves until Stop()
+  void Stop();
+  // /health answers 200 once this is set (some model can be served).
+  void SetReady(bool ready) { ready_ = ready; }
+
+ private:
+  void Routes();
+  bool Authorized(const std::string& header) const;
+
+  const serve::ServeConfig config_;
+  const std::vector<std::string> api_keys_;
+  const uint64_t max_body_;
+  Driver driver_;
+  serve::ModelPool& pool_;
+  serve::Metrics& metrics_;
+  std::unique_ptr<httplib::Server> http_;
+  std::atomic<bool> ready_{false};
+  std::atomic<int> port_{0};  // bound port, for the disconnect check
+};
+
+}  // namespace hone::api

@@ -1,0 +1,46 @@
+// Reading request bodies: JSON parsing with precise errors and field readers
+// that reject wrong types, for every codec. Every error is kInvalidArgument.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "serve/backend.h"
+#include "util/result.h"
+
+namespace hone::api {
+
+using nlohmann::json;
+
+// A request body that must be a JSON object.
+Result<json> ParseBody(const std::string& body);
+
+// Typed field readers: absent/null -> nullopt; wrong type -> *err set (a
+// later wrong field overwrites an earlier one).
+std::optional<double> GetNumber(const json& j, const char* key, Status* err);
+std::optional<int64_t> GetInt(const json& j, const char* key, Status* err);
+std::optional<bool> GetBool(const json& j, const char* key, Status* err);
+std::optional<std::string> GetString(const json& j, const char* key, Status* err);
+// A string the request must have: absent -> kInvalidArgument `missing`.
+Result<std::string> RequireString(const json& j, const char* key, const char* missing);
+// A string or an array of strings (stop, input, prompt).
+std::optional<std::vector<std::string>> GetStrings(const json& j, const char* key, Status* err);
+// The sampling fields both APIs name alike (OpenAI's at the top level,
+// Ollama's inside "options"): temperature top_p top_k min_p seed
+// repeat_penalty repeat_last_n presence_penalty frequency_penalty. Fields left
+// out keep their value; a wrong type sets *err.
+void GetSampling(const json& j, serve::Sampling* s, Status* err);
+// keep_alive: a duration string ("5m", Ollama's format) or a number of seconds.
+std::optional<double> GetKeepAlive(const json& j, Status* err);
+
+Error BadRequest(const std::string& message);  // kInvalidArgument
+
+// Serializes without throwing: invalid UTF-8 (never ours) becomes U+FFFD.
+std::string Dump(const json& j);
+std::string Base64(const void* data, size_t n);
+std::string NewId(const char* prefix);  // "chatcmpl-…", "req-…"
+int64_t UnixNow();
+
+}  // namespace hone::api

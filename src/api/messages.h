@@ -1,0 +1,20 @@
+// Chat messages from a request body: the one validation both APIs use, so
+// that an OpenAI and an Ollama client get the same checks.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "serve/backend.h"
+#include "util/result.h"
+
+namespace hone::api {
+
+// `messages` must be an array of objects, each with a string role among
+// system, user, assistant, developer (read as system) and tool. Content is a
+// string or an array of content parts whose text parts are joined (images are
+// not supported); anything else reads as empty, as OpenAI's API treats it.
+// Errors: kInvalidArgument, naming what is wrong.
+Result<std::vector<serve::Message>> ParseMessages(const nlohmann::json& messages);
+
+}  // namespace hone::api

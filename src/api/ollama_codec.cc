@@ -1,0 +1,190 @@
+#include "api/ollama_codec.h"
+
+#include <cstdio>
+
+#include "api/json_fields.h"
+#include "api/messages.h"
+
+namespace hone::api::ollama {
+namespace {
+
+std::string NowRfc3339() { return Rfc3339(std::time(nullptr)); }
+
+// Fields shared by chat and generate.
+Status ParseOptions(const json& j, ParsedGeneration* p) {
+  serve::GenerationRequest& r = p->request;
+  auto model = RequireString(j, "model", "model is required");
+  if (!model) return model.error();
+  r.model = *model;
+  Status err;
+  p->stream = true;  // Ollama streams unless told not to
+  if (auto v = GetBool(j, "stream", &err)) p->stream = *v;
+  r.keep_alive_s = GetKeepAlive(j, &err);
+  if (j.contains("options") && j["options"].is_object()) {
+    const json& o = j["options"];
+    if (auto v = GetInt(o, "num_predict", &err)) r.max_tokens = static_cast<int>(*v);
+    GetSampling(o, &r.sampling, &err);
+    if (auto v = GetStrings(o, "stop", &err)) r.stop = *v;
+    // num_ctx: a smaller context than the loaded one is served as is (no reload).
+    (void)GetInt(o, "num_ctx", &err);
+  }
+  if (r.max_tokens == 0) r.max_tokens = -1;
+  if (j.contains("format") && !j["format"].is_null()) {
+    const json& f = j["format"];
+    if (f.is_string() && f.get<std::string>() == "json") {
+      r.format.type = serve::ResponseFormat::Type::kJsonObject;
+    } else if (f.is_object()) {
+      r.format = {serve::ResponseFormat::Type::kJsonSchema, f};
+    } else if (!(f.is_string() && f.get<std::string>().empty())) {
+      return BadRequest("format must be \"json\" or a JSON schema");
+    }
+  }
+  return err;
+}
+
+}  // namespace
+
+std::string Rfc3339(std::time_t t) {
+  char buf[32];
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+int64_t Ns(double seconds) { return static_cast<int64_t>(seconds * 1e9); }
+
+json DetailsJson(const serve::ModelCard::Details& d) {
+  char params[32];
+  std::snprintf(params, sizeof params, "%.1fM", d.parameters / 1e6);
+  return {{"format", "gguf"},
+          {"family", d.family},
+          {"families", {d.family}},
+          {"parameter_size", params},
+          {"quantization_level", d.quantization}};
+}
+
+Result<ParsedGeneration> GenerationCodec::Parse(const json& j) const {
+  ParsedGeneration p;
+  serve::GenerationRequest& r = p.request;
+  if (Status s = ParseOptions(j, &p); !s) return s.error();
+  if (chat_) {
+    r.chat = true;
+    if (j.contains("messages") && !j["messages"].is_null()) {
+      auto messages = ParseMessages(j["messages"]);
+      if (!messages) return messages.error();
+      r.messages = std::move(*messages);
+    }
+    p.load_only = r.messages.empty();
+    return p;
+  }
+  Status err;
+  auto prompt = GetString(j, "prompt", &err);
+  auto system = GetString(j, "system", &err);
+  auto raw = GetBool(j, "raw", &err);
+  if (!err.ok()) return err.error();
+  if (!prompt || prompt->empty()) {
+    p.load_only = true;
+  } else if (raw && *raw) {
+    r.raw = true;
+    r.prompts = {*prompt};
+  } else {
+    // Ollama applies the model's template to a generate prompt, as a user turn.
+    r.chat = true;
+    if (system) r.messages.push_back({"system", *system});
+    r.messages.push_back({"user", *prompt});
+  }
+  return p;
+}
+
+json GenerationCodec::Piece(const std::string& model, const std::string& text, bool done) const {
+  json j = {{"model", model}, {"created_at", NowRfc3339()}, {"done", done}};
+  if (chat_)
+    j["message"] = {{"role", "assistant"}, {"content", text}};
+  else
+    j["response"] = text;
+  return j;
+}
+
+json GenerationCodec::Final(const Answer& a, const std::string& text, const serve::ChoiceResult& r) const {
+  json j = Piece(a.model, text, true);
+  j["done_reason"] = serve::FinishReasonName(r.finish);
+  j.update({{"total_duration", Ns(std::chrono::duration<double>(serve::Clock::now() - a.start).count())},
+            {"load_duration", Ns(a.load_seconds)},
+            {"prompt_eval_count", r.usage.prompt_tokens},
+            {"prompt_eval_duration", Ns(r.prompt_s)},
+            {"eval_count", r.usage.completion_tokens},
+            {"eval_duration", Ns(r.generation_s)}});
+  return j;
+}
+
+std::string GenerationCodec::Text(const Answer& a, size_t, const std::string& text) const {
+  return Dump(Piece(a.model, text, false)) + "\n";
+}
+
+std::string GenerationCodec::ChoiceEnd(const Answer& a, size_t, const serve::ChoiceResult& r) const {
+  return Dump(Final(a, "", r)) + "\n";
+}
+
+std::string GenerationCodec::StreamError(const Error& e) const {
+  return Dump(json{{"error", e.message}}) + "\n";
+}
+
+json GenerationCodec::Collected(const Answer& a, const std::vector<CollectedChoice>& choices,
+                                const serve::Usage&) const {
+  return Final(a, choices.at(0).text, choices.at(0).result);
+}
+
+json GenerationCodec::Loaded(const std::string& model, bool unloaded) const {
+  json j = {{"model", model},
+            {"created_at", NowRfc3339()},
+            {"done", true},
+            {"done_reason", unloaded ? "unload" : "load"}};
+  if (chat_)
+    j["message"] = {{"role", "assistant"}, {"content", ""}};
+  else
+    j["response"] = "";
+  return j;
+}
+
+Result<serve::EmbeddingRequest> EmbeddingCodec::Parse(const json& j) const {
+  Status err;
+  auto model = GetString(j, "model", &err);
+  if (legacy_) {
+    auto prompt = GetString(j, "prompt", &err);
+    if (!err.ok()) return err.error();
+    if (!model || !prompt) return BadRequest("model and prompt are required");
+    Status ignored;  // as Ollama: a keep_alive it cannot read is left out
+    return serve::EmbeddingRequest{*model, {*prompt}, GetKeepAlive(j, &ignored)};
+  }
+  auto input = GetStrings(j, "input", &err);
+  auto keep_alive = GetKeepAlive(j, &err);
+  if (!err.ok()) return err.error();
+  if (!model) return BadRequest("model is required");
+  if (!input || input->empty()) return BadRequest("input is required");
+  return serve::EmbeddingRequest{*model, std::move(*input), keep_alive};
+}
+
+json EmbeddingCodec::Encode(const json&, const serve::Embeddings& e, double seconds) const {
+  if (legacy_) return {{"embedding", e.vectors.at(0)}};
+  return {{"model", e.model},
+          {"embeddings", e.vectors},
+          {"total_duration", Ns(seconds)},
+          {"load_duration", Ns(e.load_seconds)},
+          {"prompt_eval_count", e.prompt_tokens}};
+}
+
+json ModelListCodec::Encode(const std::vector<serve::ModelCard>& models) const {
+  json out = json::array();
+  for (const auto& m : models) {
+    out.push_back({{"name", m.name},
+                   {"model", m.name},
+                   {"modified_at", Rfc3339(0)},
+                   {"size", m.size_bytes},
+                   {"digest", ""},
+                   {"details", m.details ? DetailsJson(*m.details) : json::object()}});
+  }
+  return {{"models", out}};
+}
+
+}  // namespace hone::api::ollama

@@ -1,0 +1,187 @@
+#include "api/openai_codec.h"
+
+#include "api/json_fields.h"
+#include "api/messages.h"
+
+namespace hone::api::openai {
+namespace {
+
+// Fields shared by chat and completions.
+Status ParseCommon(const json& j, ParsedGeneration* p) {
+  serve::GenerationRequest& r = p->request;
+  auto model = RequireString(j, "model", "'model' is required");
+  if (!model) return model.error();
+  r.model = *model;
+  Status err;
+  serve::Sampling& s = r.sampling;
+  // OpenAI's defaults: plain temperature sampling over the whole distribution.
+  s.temperature = 1.0f, s.top_p = 1.0f, s.top_k = 0, s.min_p = 0.0f;
+  GetSampling(j, &s, &err);  // top_k, min_p and repeat_penalty are llama.cpp extensions here
+  if (auto v = GetInt(j, "max_tokens", &err)) r.max_tokens = static_cast<int>(*v);
+  if (auto v = GetInt(j, "max_completion_tokens", &err)) r.max_tokens = static_cast<int>(*v);
+  if (auto v = GetStrings(j, "stop", &err)) r.stop = *v;
+  if (auto v = GetBool(j, "stream", &err)) p->stream = *v;
+  if (auto v = GetInt(j, "n", &err); v && *v != 1) err = BadRequest("only n = 1 is supported");
+  if (j.contains("stream_options") && j["stream_options"].is_object()) {
+    if (auto v = GetBool(j["stream_options"], "include_usage", &err)) p->include_usage = *v;
+  }
+  if (!err.ok()) return err;
+  if (r.max_tokens == 0) return BadRequest("'max_tokens' must be at least 1");
+  if (*s.temperature < 0 || *s.temperature > 2) return BadRequest("'temperature' must be within [0, 2]");
+  return Status::Ok();
+}
+
+Status ParseResponseFormat(const json& j, serve::ResponseFormat* out) {
+  if (!j.contains("response_format") || j["response_format"].is_null()) return Status::Ok();
+  const json& f = j["response_format"];
+  std::string type =
+      f.is_object() && f.contains("type") && f["type"].is_string() ? f["type"].get<std::string>() : "";
+  if (type == "text") return Status::Ok();
+  if (type == "json_object") {
+    out->type = serve::ResponseFormat::Type::kJsonObject;
+    return Status::Ok();
+  }
+  if (type == "json_schema") {
+    if (!f.contains("json_schema") || !f["json_schema"].is_object() || !f["json_schema"].contains("schema")) {
+      return BadRequest("'response_format.json_schema.schema' is required");
+    }
+    out->type = serve::ResponseFormat::Type::kJsonSchema;
+    out->schema = f["json_schema"]["schema"];
+    return Status::Ok();
+  }
+  return BadRequest("'response_format.type' must be text, json_object or json_schema");
+}
+
+json UsageJson(const serve::Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
+std::string Event(const json& j) { return "data: " + Dump(j) + "\n\n"; }
+
+}  // namespace
+
+Result<ParsedGeneration> GenerationCodec::Parse(const json& j) const {
+  ParsedGeneration p;
+  serve::GenerationRequest& r = p.request;
+  r.chat = chat_;
+  if (!chat_) r.max_tokens = 16;  // OpenAI's default for completions
+  if (Status s = ParseCommon(j, &p); !s) return s.error();
+  if (chat_) {
+    if (Status s = ParseResponseFormat(j, &r.format); !s) return s.error();
+    if (!j.contains("messages")) return BadRequest("'messages' must be an array");
+    auto messages = ParseMessages(j["messages"]);
+    if (!messages) return messages.error();
+    r.messages = std::move(*messages);
+    return p;
+  }
+  Status err;
+  auto prompts = GetStrings(j, "prompt", &err);
+  if (!err.ok()) return err.error();
+  if (!prompts || prompts->empty())
+    return BadRequest("'prompt' is required (a string or an array of strings)");
+  r.prompts = std::move(*prompts);
+  return p;
+}
+
+std::string GenerationCodec::NewAnswerId() const { return NewId(chat_ ? "chatcmpl" : "cmpl"); }
+
+std::string GenerationCodec::Chunk(const Answer& a, size_t choice, json delta_or_text, json finish) const {
+  json c = {{"index", choice}, {"finish_reason", std::move(finish)}, {"logprobs", nullptr}};
+  c[chat_ ? "delta" : "text"] = std::move(delta_or_text);
+  json j = {{"id", a.id},
+            {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
+            {"created", a.created},
+            {"model", a.model},
+            {"choices", {c}}};
+  if (a.include_usage) j["usage"] = nullptr;
+  return Event(j);
+}
+
+std::string GenerationCodec::ChoiceStart(const Answer& a, size_t choice) const {
+  return chat_ ? Chunk(a, choice, json{{"role", "assistant"}, {"content", ""}}, nullptr) : "";
+}
+
+std::string GenerationCodec::Text(const Answer& a, size_t choice, const std::string& text) const {
+  return Chunk(a, choice, chat_ ? json{{"content", text}} : json(text), nullptr);
+}
+
+std::string GenerationCodec::ChoiceEnd(const Answer& a, size_t choice, const serve::ChoiceResult& r) const {
+  return Chunk(a, choice, chat_ ? json::object() : json(""), serve::FinishReasonName(r.finish));
+}
+
+std::string GenerationCodec::StreamEnd(const Answer& a, const serve::Usage& total) const {
+  std::string out;
+  if (a.include_usage) {
+    out = Event({{"id", a.id},
+                 {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
+                 {"created", a.created},
+                 {"model", a.model},
+                 {"choices", json::array()},
+                 {"usage", UsageJson(total)}});
+  }
+  return out + "data: [DONE]\n\n";
+}
+
+std::string GenerationCodec::StreamError(const Error& e) const {
+  HttpError h = ToHttpError(e, flavor());
+  return Event({{"error", {{"message", h.message}, {"type", h.type}, {"code", h.code}}}});
+}
+
+json GenerationCodec::Collected(const Answer& a, const std::vector<CollectedChoice>& choices,
+                                const serve::Usage& total) const {
+  json out = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    json c = {{"index", i},
+              {"finish_reason", serve::FinishReasonName(choices[i].result.finish)},
+              {"logprobs", nullptr}};
+    if (chat_)
+      c["message"] = {{"role", "assistant"}, {"content", choices[i].text}};
+    else
+      c["text"] = choices[i].text;
+    out.push_back(c);
+  }
+  return {{"id", a.id},           {"object", chat_ ? "chat.completion" : "text_completion"},
+          {"created", a.created}, {"model", a.model},
+          {"choices", out},       {"usage", UsageJson(total)}};
+}
+
+Result<serve::EmbeddingRequest> EmbeddingCodec::Parse(const json& j) const {
+  Status err;
+  auto model = GetString(j, "model", &err);
+  auto input = GetStrings(j, "input", &err);
+  if (!err.ok()) return err.error();
+  if (!model) return BadRequest("'model' is required");
+  if (!input || input->empty()) return BadRequest("'input' is required (a string or an array of strings)");
+  return serve::EmbeddingRequest{*model, std::move(*input), std::nullopt};
+}
+
+json EmbeddingCodec::Encode(const json& body, const serve::Embeddings& e, double) const {
+  Status ignored;
+  auto format = GetString(body, "encoding_format", &ignored);
+  const bool base64 = format && *format == "base64";
+  json data = json::array();
+  for (size_t i = 0; i < e.vectors.size(); ++i) {
+    // The official clients ask for base64: little-endian float32 bytes.
+    const auto& v = e.vectors[i];
+    data.push_back({{"object", "embedding"},
+                    {"index", i},
+                    {"embedding", base64 ? json(Base64(v.data(), v.size() * sizeof(float))) : json(v)}});
+  }
+  return {{"object", "list"},
+          {"data", data},
+          {"model", e.model},
+          {"usage", {{"prompt_tokens", e.prompt_tokens}, {"total_tokens", e.prompt_tokens}}}};
+}
+
+json ModelListCodec::Encode(const std::vector<serve::ModelCard>& models) const {
+  json data = json::array();
+  for (const auto& m : models) {
+    data.push_back({{"id", m.name}, {"object", "model"}, {"created", 0}, {"owned_by", "hone"}});
+  }
+  return {{"object", "list"}, {"data", data}};
+}
+
+}  // namespace hone::api::openai

@@ -1,0 +1,48 @@
+// OpenAI's REST API as codecs (see codec.h): chat completions, completions,
+// embeddings and the model list. SSE streams end with "data: [DONE]"; a
+// failure mid-stream is an `error` event instead.
+#pragma once
+
+#include "api/codec.h"
+
+namespace hone::api::openai {
+
+// /v1/chat/completions (chat = true) and /v1/completions.
+class GenerationCodec final : public api::GenerationCodec {
+ public:
+  explicit GenerationCodec(bool chat) : api::GenerationCodec(ApiFlavor::kOpenAI), chat_(chat) {}
+  Result<ParsedGeneration> Parse(const json& body) const override;
+  std::string NewAnswerId() const override;
+  std::string stream_content_type() const override { return "text/event-stream"; }
+  std::map<std::string, std::string> stream_headers() const override {
+    return {{"Cache-Control", "no-cache"}};
+  }
+  std::string ChoiceStart(const Answer& a, size_t choice) const override;
+  std::string Text(const Answer& a, size_t choice, const std::string& text) const override;
+  std::string ChoiceEnd(const Answer& a, size_t choice, const serve::ChoiceResult& r) const override;
+  std::string StreamEnd(const Answer& a, const serve::Usage& total) const override;
+  std::string StreamError(const Error& e) const override;
+  json Collected(const Answer& a, const std::vector<CollectedChoice>& choices,
+                 const serve::Usage& total) const override;
+
+ private:
+  std::string Chunk(const Answer& a, size_t choice, json delta_or_text, json finish) const;
+  const bool chat_;
+};
+
+// /v1/embeddings
+class EmbeddingCodec final : public api::EmbeddingCodec {
+ public:
+  EmbeddingCodec() : api::EmbeddingCodec(ApiFlavor::kOpenAI) {}
+  Result<serve::EmbeddingRequest> Parse(const json& body) const override;
+  json Encode(const json& body, const serve::Embeddings& e, double seconds) const override;
+};
+
+// /v1/models
+class ModelListCodec final : public api::ModelListCodec {
+ public:
+  ModelListCodec() : api::ModelListCodec(ApiFlavor::kOpenAI) {}
+  json Encode(const std::vector<serve::ModelCard>& models) const override;
+};
+
+}  // namespace hone::api::openai

@@ -1,0 +1,30 @@
+#include "serve/backend.h"
+
+namespace hone::serve {
+
+Usage& Usage::operator+=(const Usage& o) {
+  prompt_tokens += o.prompt_tokens;
+  cached_tokens += o.cached_tokens;
+  completion_tokens += o.completion_tokens;
+  return *this;
+}
+
+const char* FinishReasonName(FinishReason f) {
+  switch (f) {
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kTimeout:
+      return "timeout";
+    case FinishReason::kError:
+      return "error";
+  }
+  return "?";
+}
+
+}  // namespace hone::serve

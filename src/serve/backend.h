@@ -1,0 +1,176 @@
+// The one interface every backend implements: the local engine
+// (LocalBackend, local_backend.h) today, a remote OpenAI-compatible upstream
+// and the router (a Backend over other Backends) next. The HTTP front ends
+// (src/api) only ever talk to a Backend.
+//
+// Everything here is free of transport: no HTTP status, no JSON envelope, no
+// socket, and no llama.cpp detail (a ResponseFormat, not a GBNF grammar).
+// Errors are hone::Error values; the codes a backend refuses with are
+// kInvalidArgument (a bad request), kNotFound (unknown model), kBusy (queue
+// full), kUnavailable (loading, draining), kRateLimited, kUpstream, kTimeout,
+// kOutOfMemory (cannot host the model now) and kInternal, with
+// Error::retry_after_s where waiting helps.
+//
+// It lives in serve/ rather than route/ so that dependencies point one way,
+// api -> route -> serve -> engine: the router will read the local scheduler's
+// state from serve, so serve must not include anything from route.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/result.h"
+
+namespace hone::serve {
+
+using Clock = std::chrono::steady_clock;
+
+struct Message {
+  std::string role;  // "system", "user", "assistant", "tool"
+  std::string content;
+};
+
+// What the client asked for; an unset field takes the backend's default. A
+// codec fills in its API's own defaults (OpenAI samples at temperature 1 over
+// the whole distribution) before the request gets here.
+struct Sampling {
+  std::optional<float> temperature;  // <= 0: greedy
+  std::optional<float> top_p;
+  std::optional<int> top_k;
+  std::optional<float> min_p;
+  std::optional<uint32_t> seed;
+  std::optional<float> repeat_penalty;
+  std::optional<int> repeat_last_n;
+  std::optional<float> presence_penalty;
+  std::optional<float> frequency_penalty;
+};
+
+// Structured output. A backend enforces it its own way (the local one with a
+// grammar; an upstream passes it on).
+struct ResponseFormat {
+  enum class Type { kNone, kJsonObject, kJsonSchema };
+  Type type = Type::kNone;
+  nlohmann::json schema;  // with kJsonSchema
+};
+
+struct GenerationRequest {
+  std::string model;
+  // A chat renders `messages` with the model's chat template; otherwise each
+  // of `prompts` is its own completion (a prompt array, one choice each).
+  bool chat = false;
+  std::vector<Message> messages;
+  std::vector<std::string> prompts;
+  bool raw = false;     // completion text goes in as is (no BOS token)
+  int max_tokens = -1;  // < 0: until the model stops or the context is full
+  Sampling sampling;
+  std::vector<std::string> stop;
+  ResponseFormat format;
+  std::optional<double> keep_alive_s;  // how long the model stays resident after
+};
+
+struct Usage {
+  int prompt_tokens = 0;
+  int cached_tokens = 0;  // of prompt_tokens, reused from a prefix cache
+  int completion_tokens = 0;
+  Usage& operator+=(const Usage& o);
+};
+
+// Names follow OpenAI's finish_reason where one exists.
+enum class FinishReason { kNone, kStop, kLength, kCancelled, kTimeout, kError };  // kNone: not over
+const char* FinishReasonName(FinishReason f);  // "none", "stop", "length", "cancelled", "timeout", "error"
+
+// How one choice ended.
+struct ChoiceResult {
+  FinishReason finish = FinishReason::kStop;
+  // Set unless the choice ended normally (stop or length): kTimeout; kInternal
+  // when it failed or the server stopped it (the model unloaded under it);
+  // kUpstream from a remote backend. A choice the caller cancelled ends with
+  // finish kCancelled and an error the caller may ignore.
+  std::optional<Error> error;
+  Usage usage;
+  double queue_s = 0;            // waiting for a slot
+  double prompt_s = 0;           // prefill: slot start to first token
+  double generation_s = 0;       // first token to finish
+  std::optional<double> ttft_s;  // queued to first token, when there was one
+  bool ok() const { return !error; }
+};
+
+// What Completion::Next hands out, in order: for choice 0 its text pieces
+// then kChoiceEnd, then the same for choice 1, ..., then kDone.
+struct CompletionEvent {
+  enum class Kind {
+    kText,       // `text` is the next piece of `choice` (valid UTF-8, never empty)
+    kChoiceEnd,  // `choice` is over: see `result`
+    kIdle,       // the deadline passed with nothing new (queued, prefilling)
+    kDone,       // every choice has ended
+  };
+  Kind kind = Kind::kIdle;
+  size_t choice = 0;
+  std::string text;
+  ChoiceResult result;
+};
+
+// A started generation: an RAII reader over its choices. Destroying it
+// cancels whatever still runs. One thread reads it at a time; Cancel may be
+// called from any thread.
+class Completion {
+ public:
+  virtual ~Completion() = default;
+  virtual CompletionEvent Next(Clock::time_point deadline) = 0;
+  // Stops every choice within a step; Next still hands out what was produced
+  // and each choice's end (finish kCancelled), so usage can be logged.
+  virtual void Cancel() = 0;
+  virtual size_t choices() const = 0;
+  virtual const std::string& model() const = 0;  // the canonical name that serves it
+  virtual double load_seconds() const = 0;       // > 0 when this request paid for a load
+};
+
+struct EmbeddingRequest {
+  std::string model;
+  std::vector<std::string> inputs;
+  std::optional<double> keep_alive_s;
+};
+
+struct Embeddings {
+  std::string model;  // canonical name
+  std::vector<std::vector<float>> vectors;
+  int prompt_tokens = 0;
+  double load_seconds = 0;
+};
+
+// What a model listing says about each name a client may send.
+struct ModelCard {
+  std::string name;  // an alias is a card of its own
+  uint64_t size_bytes = 0;
+  // From the model file, where it could be read.
+  struct Details {
+    std::string family;  // architecture: "qwen2", "llama"
+    uint64_t parameters = 0;
+    std::string quantization;  // "Q4_K - Medium"
+  };
+  std::optional<Details> details;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // Checks and queues the request. Thread-safe.
+  virtual Result<std::unique_ptr<Completion>> Start(const GenerationRequest& request) = 0;
+  // Stops early when `cancelled` turns true (checked between and during
+  // inputs); the backend's own deadline applies too. Thread-safe.
+  virtual Result<Embeddings> Embed(const EmbeddingRequest& request,
+                                   const std::function<bool()>& cancelled) = 0;
+  virtual std::vector<ModelCard> ListModels() = 0;  // thread-safe
+  // Makes a model resident without generating (Ollama's empty prompt), for
+  // keep_alive_s afterwards; 0 unloads it now if idle. Returns its canonical
+  // name. Thread-safe.
+  virtual Result<std::string> Load(const std::string& model, std::optional<double> keep_alive_s) = 0;
+};
+
+}  // namespace hone::serve

@@ -1,0 +1,237 @@
+#include "serve/local_backend.h"
+
+#include <cctype>
+
+#include "serve/job.h"
+#include "serve/json_grammar.h"
+
+namespace hone::serve {
+namespace {
+
+Clock::time_point DeadlineAfter(double seconds) {
+  return Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+// How a job's end reads to a caller. Failure classification happens here,
+// once: a timeout is kTimeout; a job the server stopped (the model unloaded
+// under it) or that failed is kInternal.
+ChoiceResult ChoiceResultOf(const JobResult& r) {
+  ChoiceResult c;
+  c.usage = {r.prompt_tokens, r.cached_tokens, r.completion_tokens};
+  c.queue_s = r.timings.queue_seconds();
+  c.prompt_s = r.timings.prompt_seconds();
+  c.generation_s = r.timings.gen_seconds();
+  if (r.timings.first_token != Clock::time_point{}) {
+    c.ttft_s = std::chrono::duration<double>(r.timings.first_token - r.timings.enqueued).count();
+  }
+  c.finish = r.finish == Finish::kNone ? FinishReason::kError : r.finish;
+  switch (c.finish) {
+    case FinishReason::kNone:
+    case FinishReason::kStop:
+    case FinishReason::kLength:
+      break;
+    case FinishReason::kTimeout:
+      c.error = MakeError(ErrorCode::kTimeout, r.error);
+      break;
+    case FinishReason::kCancelled:
+      c.error = MakeError(ErrorCode::kInternal, r.error.empty() ? "generation was cancelled" : r.error);
+      break;
+    case FinishReason::kError:
+      c.error = MakeError(ErrorCode::kInternal, r.error.empty() ? "generation failed" : r.error);
+      break;
+  }
+  return c;
+}
+
+// The jobs of one request, read in order. Owns the lease: the model stays
+// resident until the reader is gone.
+class LocalCompletion final : public Completion {
+ public:
+  explicit LocalCompletion(std::unique_ptr<Lease> lease)
+      : lease_(std::move(lease)),
+        model_((*lease_)->name),
+        load_seconds_(lease_->just_loaded ? (*lease_)->load_seconds : 0) {}
+  // Jobs still queued or running stop at the scheduler's next step.
+  ~LocalCompletion() override { Cancel(); }
+
+  void Add(std::shared_ptr<Job> job) { jobs_.push_back(std::move(job)); }
+
+  CompletionEvent Next(Clock::time_point deadline) override {
+    CompletionEvent e;
+    if (next_ >= jobs_.size()) return e.kind = CompletionEvent::Kind::kDone, e;
+    Job& job = *jobs_[next_];
+    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    bool done = false;
+    e.choice = next_;
+    e.text = job.Take(std::max(wait, std::chrono::milliseconds(0)), &done);
+    // Text first even when the job has also finished: the next call reports the end.
+    if (!e.text.empty()) return e.kind = CompletionEvent::Kind::kText, e;
+    if (!done) return e.kind = CompletionEvent::Kind::kIdle, e;
+    e.kind = CompletionEvent::Kind::kChoiceEnd;
+    e.result = ChoiceResultOf(job.result());
+    ++next_;
+    return e;
+  }
+
+  void Cancel() override {
+    for (auto& j : jobs_) j->Cancel();
+  }
+  size_t choices() const override { return jobs_.size(); }
+  const std::string& model() const override { return model_; }
+  double load_seconds() const override { return load_seconds_; }
+
+ private:
+  std::unique_ptr<Lease> lease_;  // declared first: released after the jobs
+  const std::string model_;
+  const double load_seconds_;
+  std::vector<std::shared_ptr<Job>> jobs_;
+  size_t next_ = 0;  // the choice being read
+};
+
+}  // namespace
+
+Result<engine::SamplingOptions> LocalBackend::SamplingFor(const Sampling& s, const ResponseFormat& format) {
+  engine::SamplingOptions o;
+  if (s.temperature) o.temperature = *s.temperature;
+  if (s.top_p) o.top_p = *s.top_p;
+  if (s.top_k) o.top_k = *s.top_k;
+  if (s.min_p) o.min_p = *s.min_p;
+  if (s.seed) o.seed = *s.seed;
+  if (s.repeat_penalty) o.repeat_penalty = *s.repeat_penalty;
+  if (s.repeat_last_n) o.repeat_last_n = *s.repeat_last_n;
+  if (s.presence_penalty) o.presence_penalty = *s.presence_penalty;
+  if (s.frequency_penalty) o.frequency_penalty = *s.frequency_penalty;
+  switch (format.type) {
+    case ResponseFormat::Type::kNone:
+      break;
+    case ResponseFormat::Type::kJsonObject:
+      o.grammar = JsonObjectGrammar();
+      break;
+    case ResponseFormat::Type::kJsonSchema: {
+      auto g = JsonSchemaGrammar(format.schema);
+      if (!g) return g.error();
+      o.grammar = std::move(*g);
+      break;
+    }
+  }
+  return o;
+}
+
+Result<std::vector<engine::Token>> LocalBackend::ChatPrompt(const engine::Model& model,
+                                                            const std::vector<Message>& messages) {
+  engine::Tokenizer tok(model);
+  std::vector<engine::ChatMessage> chat;
+  for (const auto& m : messages) chat.push_back({m.role, m.content});
+  auto rendered = tok.ApplyChatTemplate(chat, /*add_assistant_turn=*/true);
+  if (rendered) return tok.Encode(*rendered, /*add_special=*/false, /*parse_special=*/true);
+  // No template in the GGUF (base models such as stories260K): a plain
+  // transcript, never parsing special tokens out of user text.
+  std::string text;
+  for (const auto& m : messages) {
+    std::string role = m.role.empty() ? "user" : m.role;
+    role[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(role[0])));
+    text += role + ": " + m.content + "\n";
+  }
+  text += "Assistant:";
+  return tok.Encode(text, /*add_special=*/true, /*parse_special=*/false);
+}
+
+Result<std::unique_ptr<Completion>> LocalBackend::Start(const GenerationRequest& r) {
+  // The grammar first: a schema that cannot be enforced is the client's error
+  // whether or not the model exists, and costs no model load.
+  auto sampling = SamplingFor(r.sampling, r.format);
+  if (!sampling) return sampling.error();
+  auto lease = pool_.Acquire(r.model, r.keep_alive_s);
+  if (!lease) return lease.error();
+  const engine::Model& model = *(**lease)->model;
+  Scheduler& sched = *(**lease)->scheduler;
+  auto run = std::make_unique<LocalCompletion>(std::move(*lease));
+  std::vector<std::vector<engine::Token>> prompts;
+  if (r.chat) {
+    if (r.messages.empty()) return MakeError(ErrorCode::kInvalidArgument, "'messages' must not be empty");
+    auto p = ChatPrompt(model, r.messages);
+    if (!p) return p.error();
+    prompts.push_back(std::move(*p));
+  } else {
+    engine::Tokenizer tok(model);
+    for (const auto& text : r.prompts) {
+      // A completion prompt is the caller's own template, special tokens
+      // included ("<|im_start|>"), as llama-server, vLLM and Ollama's raw mode read it.
+      auto p = tok.Encode(text, /*add_special=*/!r.raw, /*parse_special=*/true);
+      if (!p) return p.error();
+      if (p->empty()) return MakeError(ErrorCode::kInvalidArgument, "the prompt is empty");
+      prompts.push_back(std::move(*p));
+    }
+  }
+  const auto deadline = DeadlineAfter(timeout_s_);
+  for (auto& p : prompts) {
+    auto job = std::make_shared<Job>(std::move(p), r.max_tokens, *sampling, r.stop, deadline);
+    auto submitted = sched.Submit(job);
+    if (!submitted) return submitted.error();  // ~LocalCompletion cancels the jobs already queued
+    if (*submitted == SubmitResult::kQueueFull) {
+      metrics_.Add(metric::kRejected, run->model());
+      Error busy =
+          MakeError(ErrorCode::kBusy,
+                    "the server is busy: too many requests are waiting for this model; retry shortly");
+      busy.retry_after_s = 1;
+      return busy;
+    }
+    if (*submitted == SubmitResult::kStopping) {
+      Error e = MakeError(ErrorCode::kUnavailable, "the model is being unloaded; retry shortly");
+      e.retry_after_s = 1;
+      return e;
+    }
+    run->Add(std::move(job));
+  }
+  return std::unique_ptr<Completion>(std::move(run));
+}
+
+Result<Embeddings> LocalBackend::Embed(const EmbeddingRequest& r, const std::function<bool()>& cancelled) {
+  auto lease = pool_.Acquire(r.model, r.keep_alive_s);
+  if (!lease) return lease.error();
+  // Embeddings run on the model's own embedding session, beside the
+  // scheduler (whose session computes no embeddings), one request at a time.
+  const auto deadline = DeadlineAfter(timeout_s_);
+  auto emb = (**lease)->Embed(r.inputs, threads_, [&] { return cancelled() || Clock::now() > deadline; });
+  if (!emb) {
+    if (emb.error().code == ErrorCode::kAborted && Clock::now() > deadline) {
+      return MakeError(ErrorCode::kTimeout, "the request ran past its timeout");
+    }
+    return emb.error();
+  }
+  Embeddings out;
+  out.model = (**lease)->name;
+  out.vectors = std::move(emb->vectors);
+  out.prompt_tokens = emb->n_tokens;
+  out.load_seconds = (*lease)->just_loaded ? (**lease)->load_seconds : 0;
+  return out;
+}
+
+std::vector<ModelCard> LocalBackend::ListModels() {
+  std::vector<ModelCard> cards;
+  for (const auto& e : pool_.registry().entries()) {
+    ModelCard card;
+    card.size_bytes = e.file_bytes;
+    if (auto info = engine::InspectModel(e.path)) {
+      card.details = ModelCard::Details{info->architecture, info->n_params, info->file_type};
+    }
+    card.name = e.name;
+    cards.push_back(card);
+    for (const auto& a : e.aliases) {
+      card.name = a;
+      cards.push_back(card);
+    }
+  }
+  return cards;
+}
+
+Result<std::string> LocalBackend::Load(const std::string& model, std::optional<double> keep_alive_s) {
+  auto lease = pool_.Acquire(model, keep_alive_s);
+  if (!lease) return lease.error();
+  std::string name = (**lease)->name;
+  lease->reset();                                                    // the keep_alive starts now
+  if (keep_alive_s && *keep_alive_s == 0) (void)pool_.Unload(name);  // busy: it unloads once idle
+  return name;
+}
+
+}  // namespace hone::serve

@@ -1,0 +1,53 @@
+// The local engine as a Backend: leases the model from the pool (loading it
+// when needed), renders the prompt with the model's chat template, and queues
+// one Job per prompt on the model's scheduler. The Completion it returns reads
+// those jobs in order and holds the lease until it is destroyed, so the model
+// is never evicted under a request.
+#pragma once
+
+#include <vector>
+
+#include "engine/model.h"
+#include "engine/sampler.h"
+#include "engine/tokenizer.h"
+#include "serve/backend.h"
+#include "serve/metrics.h"
+#include "serve/model_pool.h"
+
+namespace hone::serve {
+
+class LocalBackend final : public Backend {
+ public:
+  // request_timeout_s bounds every generation and embedding from the moment it
+  // is queued; threads is for the embedding session.
+  LocalBackend(ModelPool& pool, Metrics& metrics, double request_timeout_s, int threads)
+      : pool_(pool), metrics_(metrics), timeout_s_(request_timeout_s), threads_(threads) {}
+
+  // Errors: those of ModelPool::Acquire, kInvalidArgument (empty messages or
+  // prompt, bad sampling values, a schema that cannot be enforced), kBusy with
+  // retry_after_s = 1 (the model's queue is full), kUnavailable (the model is
+  // unloading).
+  Result<std::unique_ptr<Completion>> Start(const GenerationRequest& request) override;
+  // Errors: those of Acquire, kInvalidArgument (an empty or too long text),
+  // kTimeout (past the request timeout), kAborted (cancelled).
+  Result<Embeddings> Embed(const EmbeddingRequest& request, const std::function<bool()>& cancelled) override;
+  // Every registry name and alias, with details from the GGUF header.
+  std::vector<ModelCard> ListModels() override;
+  Result<std::string> Load(const std::string& model, std::optional<double> keep_alive_s) override;
+
+  // Renders chat messages with the model's template (a plain transcript when
+  // the model has none) and tokenizes.
+  static Result<std::vector<engine::Token>> ChatPrompt(const engine::Model& model,
+                                                       const std::vector<Message>& messages);
+  // The engine's sampling options for a request: its defaults, the request's
+  // values over them, and a grammar for the response format.
+  static Result<engine::SamplingOptions> SamplingFor(const Sampling& s, const ResponseFormat& format);
+
+ private:
+  ModelPool& pool_;
+  Metrics& metrics_;
+  const double timeout_s_;
+  const int threads_;
+};
+
+}  // namespace hone::serve

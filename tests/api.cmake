@@ -1,0 +1,7 @@
+# hone serve's HTTP edge: message validation, the driver over a fake backend,
+# the disconnect check. The end-to-end client tests are in serve.cmake.
+hone_test(api_tests
+  ${SRC}/api/peer_watch_test.cc
+  ${SRC}/api/messages_test.cc
+  ${SRC}/api/driver_test.cc
+  LIBS hone_api nlohmann_json::nlohmann_json)
