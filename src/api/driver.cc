@@ -18,6 +18,7 @@ constexpr auto kPoll = std::chrono::milliseconds(100);
 // logs no error: it was cancelled, nothing failed.
 void LogChoice(const std::string& model, const serve::ChoiceResult& r, bool client_left, RequestLog* log) {
   log->model = model;
+  if (!r.route.empty()) log->route = r.route;
   log->prompt_tokens += r.usage.prompt_tokens;
   log->completion_tokens += r.usage.completion_tokens;
   if (log->ttft_ms < 0 && r.ttft_s) log->ttft_ms = *r.ttft_s * 1000;

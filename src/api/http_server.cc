@@ -158,6 +158,7 @@ void HttpServer::Routes() {
     if (t_log.prompt_tokens) j["prompt_tokens"] = t_log.prompt_tokens;
     if (t_log.completion_tokens) j["completion_tokens"] = t_log.completion_tokens;
     if (t_log.ttft_ms >= 0) j["ttft_ms"] = t_log.ttft_ms;
+    if (!t_log.route.empty()) j["route"] = t_log.route;
     if (t_log.queue_ms >= 0) j["queue_ms"] = t_log.queue_ms;
     if (!t_log.finish.empty()) j["finish"] = t_log.finish;
     if (!t_log.error.empty()) j["error"] = t_log.error;
@@ -179,7 +180,12 @@ void HttpServer::Routes() {
     res.set_content(ok ? R"({"status":"ok"})" : R"({"status":"starting"})", "application/json");
   });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_.Render(), "text/plain; version=0.0.4");
+    std::string body = metrics_.Render();
+    if (router_metrics_) router_metrics_(&body);
+    res.set_content(body, "text/plain; version=0.0.4");
+  });
+  s.Get("/hone/routes", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(routes_json_ ? routes_json_() : R"({"routes":[],"overflow_rate":0})", "application/json");
   });
   Driver& d = driver_;
   auto generate = [&d](const GenerationCodec& c) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,12 @@ class HttpServer {
   void Stop();
   // /health answers 200 once this is set (some model can be served).
   void SetReady(bool ready) { ready_ = ready; }
+  // The router's views, when there is one (set before Run): GET /hone/routes
+  // answers routes_json(); /metrics appends what metrics() writes.
+  void SetRouterViews(std::function<std::string()> routes_json, std::function<void(std::string*)> metrics) {
+    routes_json_ = std::move(routes_json);
+    router_metrics_ = std::move(metrics);
+  }
 
  private:
   void Routes();
@@ -48,7 +55,9 @@ class HttpServer {
   serve::Metrics& metrics_;
   std::unique_ptr<httplib::Server> http_;
   std::atomic<bool> ready_{false};
-  std::atomic<int> port_{0};  // bound port, for the disconnect check
+  std::atomic<int> port_{0};                          // bound port, for the disconnect check
+  std::function<std::string()> routes_json_;          // set before Run, then read only
+  std::function<void(std::string*)> router_metrics_;  // set before Run, then read only
 };
 
 }  // namespace hone::api

@@ -31,6 +31,7 @@ struct RequestLog {
   double queue_ms = -1;
   std::string finish;
   std::string error;
+  std::string route;  // the router's note: route, target, attempts, overflow reason
 };
 
 struct HttpResponse {

@@ -70,11 +70,17 @@ Result<ParsedGeneration> GenerationCodec::Parse(const json& j) const {
   if (!chat_) r.max_tokens = 16;  // OpenAI's default for completions
   if (Status s = ParseCommon(j, &p); !s) return s.error();
   if (chat_) {
+    Status err_cont;
     if (Status s = ParseResponseFormat(j, &r.format); !s) return s.error();
     if (!j.contains("messages")) return BadRequest("'messages' must be an array");
     auto messages = ParseMessages(j["messages"]);
     if (!messages) return messages.error();
     r.messages = std::move(*messages);
+    auto cont = GetBool(j, "continue_final_message", &err_cont);
+    if (!err_cont.ok()) return err_cont.error();
+    r.continue_final = cont.value_or(false);
+    if (r.continue_final && (r.messages.empty() || r.messages.back().role != "assistant"))
+      return BadRequest("'continue_final_message' needs the last message to be the assistant's");
     return p;
   }
   Status err;

@@ -9,6 +9,7 @@
 #include "api/http_server.h"
 #include "cli/commands.h"
 #include "engine/gguf_file.h"
+#include "route/router.h"
 #include "serve/config.h"
 #include "serve/local_backend.h"
 #include "serve/model_pool.h"
@@ -97,7 +98,30 @@ int Serve(const ServeArgs& a) {
   serve::Metrics metrics;
   serve::ModelPool pool(*registry, *pool_opts, &metrics);
   serve::LocalBackend local(pool, metrics, c.request_timeout, c.threads);
-  api::HttpServer server(c, *keys, *max_body, local, pool, metrics);
+  // [[upstream]] and [[route]] in the config: requests naming a route go
+  // through the router; every other model name straight to the local backend.
+  std::string config_file = a.config_file;
+  if (config_file.empty())
+    if (const char* env = std::getenv("HONE_CONFIG")) config_file = env;
+  std::unique_ptr<route::Router> router;
+  if (!config_file.empty()) {
+    auto rc = route::LoadRouterConfig(config_file, [](const char* n) { return std::getenv(n); });
+    if (!rc) return Fail(rc.error().ToString(), 2);
+    for (const route::RouteConfig& r : rc->routes) {
+      for (const route::Target& t : r.targets) {
+        if (t.local() && !registry->Resolve(t.model))
+          return Fail("route '" + r.name + "': target " + t.Label() + " is not in the model registry", 2);
+      }
+    }
+    if (!rc->empty()) router = std::make_unique<route::Router>(std::move(*rc), local);
+  }
+  serve::Backend& backend = router ? static_cast<serve::Backend&>(*router) : local;
+  api::HttpServer server(c, *keys, *max_body, backend, pool, metrics);
+  if (router) {
+    server.SetRouterViews([&router] { return router->RoutesJson(); },
+                          [&router](std::string* out) { router->RenderMetrics(out); });
+    router->StartHealthChecks();
+  }
   auto port = server.Bind();
   if (!port) return Fail(port.error().ToString());
   // Ready when at least one registry model has a readable GGUF header.

@@ -72,6 +72,10 @@ struct GenerationRequest {
   std::vector<std::string> stop;
   ResponseFormat format;
   std::optional<double> keep_alive_s;  // how long the model stays resident after
+  // The last message is the start of the assistant's answer, to be continued
+  // rather than answered (vLLM's continue_final_message; the router uses it to
+  // resume a stream that broke on another target).
+  bool continue_final = false;
 };
 
 struct Usage {
@@ -98,6 +102,8 @@ struct ChoiceResult {
   double prompt_s = 0;           // prefill: slot start to first token
   double generation_s = 0;       // first token to finish
   std::optional<double> ttft_s;  // queued to first token, when there was one
+  // Set by the router: route, target, attempts and why it overflowed, for the log line.
+  std::string route;
   bool ok() const { return !error; }
 };
 

@@ -118,12 +118,28 @@ Result<engine::SamplingOptions> LocalBackend::SamplingFor(const Sampling& s, con
 }
 
 Result<std::vector<engine::Token>> LocalBackend::ChatPrompt(const engine::Model& model,
-                                                            const std::vector<Message>& messages) {
+                                                            const std::vector<Message>& all,
+                                                            bool continue_final) {
   engine::Tokenizer tok(model);
+  // Continuing: the conversation before the partial answer, an open assistant
+  // turn, then the partial answer itself as plain text (no end of turn).
+  std::vector<Message> messages = all;
+  std::string prefix;
+  if (continue_final && !messages.empty() && messages.back().role == "assistant") {
+    prefix = messages.back().content;
+    messages.pop_back();
+  }
+  auto with_prefix = [&](Result<std::vector<engine::Token>> p) -> Result<std::vector<engine::Token>> {
+    if (!p || prefix.empty()) return p;
+    auto more = tok.Encode(prefix, /*add_special=*/false, /*parse_special=*/false);
+    if (!more) return more.error();
+    p->insert(p->end(), more->begin(), more->end());
+    return p;
+  };
   std::vector<engine::ChatMessage> chat;
   for (const auto& m : messages) chat.push_back({m.role, m.content});
   auto rendered = tok.ApplyChatTemplate(chat, /*add_assistant_turn=*/true);
-  if (rendered) return tok.Encode(*rendered, /*add_special=*/false, /*parse_special=*/true);
+  if (rendered) return with_prefix(tok.Encode(*rendered, /*add_special=*/false, /*parse_special=*/true));
   // No template in the GGUF (base models such as stories260K): a plain
   // transcript, never parsing special tokens out of user text.
   std::string text;
@@ -133,7 +149,36 @@ Result<std::vector<engine::Token>> LocalBackend::ChatPrompt(const engine::Model&
     text += role + ": " + m.content + "\n";
   }
   text += "Assistant:";
-  return tok.Encode(text, /*add_special=*/true, /*parse_special=*/false);
+  return with_prefix(tok.Encode(text, /*add_special=*/true, /*parse_special=*/false));
+}
+
+LocalBackend::Forecast LocalBackend::Predict(const GenerationRequest& r) {
+  Forecast f;
+  auto entry = pool_.registry().Resolve(r.model);
+  if (!entry) return f;
+  f.known = true;
+  std::shared_ptr<LoadedModel> m = pool_.Peek(r.model);
+  if (!m || !m->scheduler) {
+    // A cold load: the file from disk at ~1 GB/s, then the prompt at a
+    // modest rate; the first request pays for both.
+    size_t chars = 0;
+    for (const Message& msg : r.messages) chars += msg.content.size();
+    for (const std::string& p : r.prompts) chars += p.size();
+    f.load.uncached_tokens = static_cast<int>(chars / 4 + 1);
+    f.load.ttft_s = static_cast<double>((*entry)->file_bytes) / 1e9 + 0.5 + f.load.uncached_tokens * 0.005;
+    return f;
+  }
+  f.loaded = true;
+  std::vector<engine::Token> prompt;
+  if (r.chat) {
+    auto p = ChatPrompt(*m->model, r.messages, r.continue_final);
+    if (p) prompt = std::move(*p);
+  } else if (!r.prompts.empty()) {
+    auto p = engine::Tokenizer(*m->model).Encode(r.prompts[0], !r.raw, true);
+    if (p) prompt = std::move(*p);
+  }
+  f.load = m->scheduler->Forecast(prompt, r.max_tokens);
+  return f;
 }
 
 Result<std::unique_ptr<Completion>> LocalBackend::Start(const GenerationRequest& r) {
@@ -149,7 +194,7 @@ Result<std::unique_ptr<Completion>> LocalBackend::Start(const GenerationRequest&
   std::vector<std::vector<engine::Token>> prompts;
   if (r.chat) {
     if (r.messages.empty()) return MakeError(ErrorCode::kInvalidArgument, "'messages' must not be empty");
-    auto p = ChatPrompt(model, r.messages);
+    auto p = ChatPrompt(model, r.messages, r.continue_final);
     if (!p) return p.error();
     prompts.push_back(std::move(*p));
   } else {

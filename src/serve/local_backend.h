@@ -35,10 +35,20 @@ class LocalBackend final : public Backend {
   std::vector<ModelCard> ListModels() override;
   Result<std::string> Load(const std::string& model, std::optional<double> keep_alive_s) override;
 
+  // What the router weighs before sending a request here (route/router.h).
+  struct Forecast {
+    bool known = false;   // the name is in the registry
+    bool loaded = false;  // resident now; if not, ttft_s includes an estimated load
+    LoadForecast load;    // from the model's scheduler (ttft_s is the total)
+  };
+  Forecast Predict(const GenerationRequest& request);
+
   // Renders chat messages with the model's template (a plain transcript when
   // the model has none) and tokenizes.
+  // continue_final: the last (assistant) message is continued, not answered.
   static Result<std::vector<engine::Token>> ChatPrompt(const engine::Model& model,
-                                                       const std::vector<Message>& messages);
+                                                       const std::vector<Message>& messages,
+                                                       bool continue_final = false);
   // The engine's sampling options for a request: its defaults, the request's
   // values over them, and a grammar for the response format.
   static Result<engine::SamplingOptions> SamplingFor(const Sampling& s, const ResponseFormat& format);

@@ -246,6 +246,14 @@ Result<std::unique_ptr<Lease>> ModelPool::Acquire(const std::string& name,
   return lease;
 }
 
+std::shared_ptr<LoadedModel> ModelPool::Peek(const std::string& name) const {
+  auto entry = registry_.Resolve(name);
+  if (!entry) return nullptr;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find((*entry)->name);
+  return it == entries_.end() ? nullptr : it->second->loaded;
+}
+
 void ModelPool::Release(LoadedModel* m, std::optional<double> keep_alive_s) {
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -101,6 +101,9 @@ class ModelPool {
   Result<std::unique_ptr<Lease>> Acquire(const std::string& name, std::optional<double> keep_alive_s = {});
   // Unloads now if idle; Errors: kNotFound (not resident), kUnsupported (busy).
   Status Unload(const std::string& name);
+  // The model if it is resident now, without loading it or taking a lease;
+  // null when it is not (or the name is unknown).
+  std::shared_ptr<LoadedModel> Peek(const std::string& name) const;
   Status SetPinned(const std::string& name, bool pinned);
   std::vector<ResidentInfo> Resident() const;
   uint64_t EstimateBytes(const RegistryEntry& e) const { return EstimateBytes(e, opt_.scheduler); }

@@ -1,6 +1,8 @@
 #include "serve/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
+#include <numeric>
 
 #include "engine/tokenizer.h"
 
@@ -8,7 +10,8 @@ namespace hone::serve {
 
 struct Scheduler::Slot {
   int id = 0;
-  std::shared_ptr<Job> job;  // null when free
+  std::shared_ptr<Job> job;             // null when free
+  std::shared_ptr<const Job> last_job;  // the latest job admitted here: its prompt is in the KV
   std::unique_ptr<engine::Sampler> sampler;
   std::unique_ptr<engine::StopMatcher> stops;
   engine::Utf8Stream utf8;
@@ -189,6 +192,7 @@ void Scheduler::Admit() {
     s.cached.resize(keep);
     s.prefilled = keep;
     s.job = std::move(p.job);
+    s.last_job = s.job;
     s.sampler = std::move(p.sampler);
     s.stops = std::make_unique<engine::StopMatcher>(s.job->stops);
     s.utf8 = engine::Utf8Stream();
@@ -229,6 +233,8 @@ void Scheduler::Step() {
   int budget = opt_.batch - batch_->size();
   if (batch_->size() > 0) budget = std::min(budget, opt_.prefill_chunk);
   const size_t n = slots_.size();
+  const int generating = batch_->size();
+  int prefill_tokens = 0;
   for (size_t k = 0; k < n && budget > 0; ++k) {
     Slot& s = *slots_[(prefill_rr_ + k) % n];
     if (!s.job || s.generating()) continue;
@@ -242,6 +248,7 @@ void Scheduler::Step() {
       s.cached.push_back(prompt[at]);
     }
     s.prefilled += take;
+    prefill_tokens += static_cast<int>(take);
     budget -= static_cast<int>(take);
     ++seqs;
   }
@@ -249,7 +256,10 @@ void Scheduler::Step() {
   if (batch_->size() == 0) return;
   max_seqs_per_step_.store(std::max(max_seqs_per_step_.load(), seqs));
   ++steps_;
-  if (Status st = batch_->Decode(); !st) {
+  const auto decode_start = Clock::now();
+  Status decoded = batch_->Decode();
+  Measure(std::chrono::duration<double>(Clock::now() - decode_start).count(), prefill_tokens, generating);
+  if (Status st = decoded; !st) {
     for (auto& s : slots_) {
       if (!s->job) continue;
       session_->ClearSequence(s->id);
@@ -263,6 +273,94 @@ void Scheduler::Step() {
     if (sp->job && sp->logits_index >= 0) OnToken(*sp, sp->sampler->Sample(*session_, sp->logits_index));
   }
   UpdateGauges();
+  Publish();
+}
+
+void Scheduler::Measure(double seconds, int prefill_tokens, int generating) {
+  constexpr double kAlpha = 0.2;  // EWMA weight of the newest step
+  std::lock_guard<std::mutex> lock(view_mu_);
+  if (prefill_tokens == 0 && generating > 0) {
+    step_s_ += kAlpha * (seconds - step_s_);
+  } else if (prefill_tokens > 0) {
+    // A mixed step costs about one decode step plus its prompt tokens.
+    const double base = generating > 0 ? step_s_ : 0;
+    const double per = std::max(1e-6, (seconds - base) / prefill_tokens);
+    prefill_s_per_token_ += kAlpha * (per - prefill_s_per_token_);
+  }
+}
+
+void Scheduler::Publish() {
+  std::vector<SlotView> v;
+  v.reserve(slots_.size());
+  for (auto& s : slots_) v.push_back({s->job, s->last_job, s->prefilled, s->result.completion_tokens});
+  std::lock_guard<std::mutex> lock(view_mu_);
+  view_.swap(v);
+}
+
+LoadForecast Scheduler::Forecast(const std::vector<engine::Token>& prompt, int max_tokens) const {
+  LoadForecast f;
+  f.slots = opt_.slots;
+  f.active = active_.load();
+  std::vector<size_t> waiting_prompts;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    f.waiting = static_cast<int>(queue_.size());
+    for (const Pending& p : queue_) waiting_prompts.push_back(p.job->prompt.size());
+    const int free_slots = std::max(0, opt_.slots - f.active);
+    f.queue_full = stopping_ || f.waiting >= opt_.max_queue + free_slots;
+  }
+  std::lock_guard<std::mutex> lock(view_mu_);
+  f.prefill_tps = 1.0 / prefill_s_per_token_;
+  f.step_s = step_s_;
+  // The best cached prefix in any slot: the slot itself, or a copy from it.
+  size_t cached = 0;
+  for (const SlotView& s : view_) {
+    if (s.last) cached = std::max(cached, CommonPrefix(s.last->prompt, prompt));
+  }
+  cached = std::min(cached, prompt.empty() ? 0 : prompt.size() - 1);
+  f.cached_tokens = static_cast<int>(cached);
+  f.uncached_tokens = static_cast<int>(prompt.size() - cached);
+  // When each busy slot frees up: its remaining prefill, then its remaining
+  // answer (max_tokens, or the average answer length) at one token a step.
+  auto remaining_answer = [&](const Job& j, int generated) {
+    const double expect = j.max_tokens >= 0 ? j.max_tokens : std::max<double>(avg_completion_, generated + 1);
+    return std::max(1.0, expect - generated);
+  };
+  std::vector<double> frees;
+  for (const SlotView& s : view_) {
+    if (!s.job) continue;
+    const double prefill =
+        (s.job->prompt.size() - std::min(s.prefilled, s.job->prompt.size())) * prefill_s_per_token_;
+    frees.push_back(prefill + remaining_answer(*s.job, s.generated) * step_s_);
+  }
+  std::sort(frees.begin(), frees.end());
+  const int free_slots = std::max(0, opt_.slots - static_cast<int>(frees.size()));
+  double wait = 0;
+  const int ahead = f.waiting;  // each takes a slot before this request does
+  if (ahead >= free_slots) {
+    const int need = ahead - free_slots + 1;  // slot releases this request waits for
+    const double avg_prompt =
+        waiting_prompts.empty()
+            ? prompt.size()
+            : std::accumulate(waiting_prompts.begin(), waiting_prompts.end(), 0.0) / waiting_prompts.size();
+    const double job_s = avg_prompt * prefill_s_per_token_ + avg_completion_ * step_s_;
+    if (need <= static_cast<int>(frees.size())) {
+      wait = frees[need - 1];
+    } else {
+      const int waves = (need - static_cast<int>(frees.size()) + opt_.slots - 1) / opt_.slots;
+      wait = (frees.empty() ? 0 : frees.back()) + waves * job_s;
+    }
+  }
+  // This prompt's prefill: in chunks riding with the others' decode steps
+  // when slots are busy, alone otherwise.
+  const bool shared = !frees.empty() || ahead > 0;
+  const double own = shared
+                         ? std::ceil(f.uncached_tokens / static_cast<double>(opt_.prefill_chunk)) * step_s_ +
+                               f.uncached_tokens * prefill_s_per_token_
+                         : f.uncached_tokens * prefill_s_per_token_;
+  f.ttft_s = wait + own + step_s_;  // and the step that samples the first token
+  (void)max_tokens;
+  return f;
 }
 
 void Scheduler::OnToken(Slot& s, engine::Token t) {
@@ -301,6 +399,10 @@ void Scheduler::FinishSlot(Slot& s, Finish why, const std::string& error) {
   if (why == Finish::kStop || why == Finish::kLength) {
     metrics_->Add(metric::kRequestSuccess, name_);
     metrics_->Observe(metric::kE2e, name_, t.total_seconds());
+  }
+  {
+    std::lock_guard<std::mutex> lock(view_mu_);
+    avg_completion_ += 0.2 * (s.result.completion_tokens - avg_completion_);
   }
   --active_;  // before waking the client, so a finished job never sees itself counted
   auto job = std::move(s.job);

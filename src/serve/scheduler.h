@@ -56,6 +56,21 @@ struct SchedulerOptions {
 
 enum class SubmitResult { kOk, kQueueFull, kStopping };
 
+// A new request's predicted time to first token, from what the scheduler knows
+// now: the requests ahead of it (waiting, and the slots' remaining prefill and
+// generation), this prompt's tokens after the best cached prefix, free slots,
+// and prefill and decode rates measured on this machine. The router's
+// overflow decision (route/router.h) reads it before sending.
+struct LoadForecast {
+  double ttft_s = 0;
+  int cached_tokens = 0;    // of the prompt, already in some slot's KV
+  int uncached_tokens = 0;  // to prefill
+  int waiting = 0, active = 0, slots = 0;
+  bool queue_full = false;  // Submit would refuse it now
+  double prefill_tps = 0;   // measured prompt tokens per second
+  double step_s = 0;        // measured seconds per decode step
+};
+
 class Scheduler {
  public:
   // Creates the session and starts the thread.
@@ -67,6 +82,9 @@ class Scheduler {
   // Checks the request (prompt length, sampling options, grammar) and queues it.
   // Errors: kInvalidArgument. kQueueFull when the queue is at max_queue.
   Result<SubmitResult> Submit(std::shared_ptr<Job> job);
+
+  // Thread-safe; costs a pass over the waiting queue and the slots.
+  LoadForecast Forecast(const std::vector<engine::Token>& prompt, int max_tokens) const;
 
   int active() const { return active_.load(); }  // slots busy
   int waiting() const;
@@ -91,6 +109,8 @@ class Scheduler {
   void OnToken(Slot& s, engine::Token t);
   void FinishSlot(Slot& s, Finish why, const std::string& error = "");
   void UpdateGauges();
+  void Publish();  // the slots' state for Forecast, after each step
+  void Measure(double seconds, int prefill_tokens, int generating);
 
   std::shared_ptr<engine::Model> model_;
   SchedulerOptions opt_;
@@ -108,6 +128,19 @@ class Scheduler {
   std::atomic<int> active_{0};
   std::atomic<int> max_seqs_per_step_{0};
   std::atomic<long> steps_{0};
+
+  // What Forecast reads, published by the scheduler thread.
+  struct SlotView {
+    std::shared_ptr<const Job> job;   // running, or null when free
+    std::shared_ptr<const Job> last;  // whose prompt the slot's KV holds
+    size_t prefilled = 0;
+    int generated = 0;
+  };
+  mutable std::mutex view_mu_;
+  std::vector<SlotView> view_;          // GUARDED_BY(view_mu_)
+  double prefill_s_per_token_ = 0.005;  // GUARDED_BY(view_mu_): EWMA, a guess until measured
+  double step_s_ = 0.05;                // GUARDED_BY(view_mu_): EWMA of a decode-only step
+  double avg_completion_ = 64;          // GUARDED_BY(view_mu_): EWMA of finished answers' tokens
   std::thread thread_;
 };
 

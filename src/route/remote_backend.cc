@@ -1,0 +1,358 @@
+#include "route/remote_backend.h"
+
+#include <deque>
+#include <nlohmann/json.hpp>
+
+#include "route/sse.h"
+
+namespace hone::route {
+namespace {
+
+using nlohmann::json;
+using serve::Clock;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+int RetryAfter(const HttpCall& call) {
+  const std::string v = call.Header("retry-after");
+  if (v.empty()) return 0;
+  char* end = nullptr;
+  long s = std::strtol(v.c_str(), &end, 10);
+  return end != v.c_str() && s > 0 ? static_cast<int>(std::min(s, 3600L)) : 1;
+}
+
+// The upstream's own words from an error body ({"error":{"message":...}}), short.
+std::string UpstreamMessage(const std::string& body) {
+  auto j = json::parse(body, nullptr, false);
+  std::string m;
+  if (j.is_object() && j.contains("error")) {
+    const json& e = j["error"];
+    m = e.is_object() && e.contains("message") && e["message"].is_string() ? e["message"].get<std::string>()
+        : e.is_string()                                                    ? e.get<std::string>()
+                                                                           : "";
+  }
+  if (m.empty()) m = body.substr(0, 200);
+  return m;
+}
+
+// Reads one streamed choice: SSE events in, text pieces and the end out.
+class RemoteCompletion final : public serve::Completion {
+ public:
+  RemoteCompletion(std::unique_ptr<HttpCall> call, std::string model,
+                   std::shared_ptr<std::atomic<int>> in_flight, Breaker* breaker, Clock::time_point start)
+      : call_(std::move(call)),
+        model_(std::move(model)),
+        in_flight_(std::move(in_flight)),
+        breaker_(breaker),
+        start_(start) {}
+  ~RemoteCompletion() override {
+    call_->Cancel();
+    in_flight_->fetch_sub(1);
+  }
+
+  serve::CompletionEvent Next(Clock::time_point deadline) override {
+    while (events_.empty() && !ended_) {
+      std::string bytes;
+      HttpCall::Read r = call_->Next(deadline, &bytes);
+      if (r == HttpCall::Read::kIdle) return serve::CompletionEvent{};
+      if (r == HttpCall::Read::kData) {
+        for (const SseEvent& e : sse_.Feed(bytes)) Absorb(e);
+        if (sse_.done()) End();
+      } else {
+        End();
+      }
+    }
+    if (events_.empty()) return serve::CompletionEvent{.kind = serve::CompletionEvent::Kind::kDone};
+    serve::CompletionEvent e = std::move(events_.front());
+    events_.pop_front();
+    return e;
+  }
+  void Cancel() override {
+    cancelled_ = true;
+    call_->Cancel();
+  }
+  size_t choices() const override { return 1; }
+  const std::string& model() const override { return model_; }
+  double load_seconds() const override { return 0; }
+
+ private:
+  void Absorb(const SseEvent& e) {
+    auto j = json::parse(e.data, nullptr, false);
+    if (!j.is_object()) {
+      stream_error_ = "the upstream sent an event that is not JSON";
+      return;
+    }
+    if (j.contains("error")) {
+      stream_error_ = "the upstream reported an error mid-stream: " + UpstreamMessage(e.data);
+      return;
+    }
+    if (j.contains("usage") && j["usage"].is_object()) {
+      const json& u = j["usage"];
+      usage_.prompt_tokens = u.value("prompt_tokens", 0);
+      usage_.completion_tokens = u.value("completion_tokens", 0);
+      if (u.contains("prompt_tokens_details") && u["prompt_tokens_details"].is_object())
+        usage_.cached_tokens = u["prompt_tokens_details"].value("cached_tokens", 0);
+      got_usage_ = true;
+    }
+    if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) return;
+    const json& c = j["choices"][0];
+    std::string text;
+    if (c.contains("delta") && c["delta"].is_object() && c["delta"].contains("content") &&
+        c["delta"]["content"].is_string())
+      text = c["delta"]["content"].get<std::string>();
+    else if (c.contains("text") && c["text"].is_string())  // the completions API
+      text = c["text"].get<std::string>();
+    if (!text.empty()) {
+      if (!first_token_) first_token_ = Clock::now();
+      ++chunks_;
+      events_.push_back({.kind = serve::CompletionEvent::Kind::kText, .choice = 0, .text = text});
+    }
+    if (c.contains("finish_reason") && c["finish_reason"].is_string())
+      finish_ = c["finish_reason"].get<std::string>();
+  }
+
+  void End() {
+    if (ended_) return;
+    ended_ = true;
+    serve::ChoiceResult r;
+    r.usage = usage_;
+    if (!got_usage_) r.usage.completion_tokens = chunks_;  // an estimate: one token a chunk
+    const auto now = Clock::now();
+    r.queue_s = 0;
+    r.prompt_s = first_token_ ? Seconds(*first_token_ - start_) : 0;
+    r.generation_s = first_token_ ? Seconds(now - *first_token_) : 0;
+    if (first_token_) r.ttft_s = Seconds(*first_token_ - start_);
+    if (cancelled_) {
+      r.finish = serve::FinishReason::kCancelled;
+      r.error = MakeError(ErrorCode::kAborted, "cancelled");
+    } else if (!stream_error_.empty()) {
+      r.finish = serve::FinishReason::kError;
+      r.error = MakeError(ErrorCode::kUpstream, stream_error_);
+      breaker_->Failure();
+    } else if (!finish_.empty() || sse_.done()) {
+      r.finish = finish_ == "length" ? serve::FinishReason::kLength : serve::FinishReason::kStop;
+      breaker_->Success();
+    } else {
+      const TransportError t = call_->error();
+      const std::string detail = call_->error_text();
+      r.finish = t == TransportError::kTimeout ? serve::FinishReason::kTimeout : serve::FinishReason::kError;
+      r.error = MakeError(t == TransportError::kTimeout ? ErrorCode::kTimeout : ErrorCode::kUpstream,
+                          "the upstream stream broke after " + std::to_string(chunks_) +
+                              " chunks without finishing" + (detail.empty() ? "" : " (" + detail + ")"));
+      breaker_->Failure();
+    }
+    events_.push_back({.kind = serve::CompletionEvent::Kind::kChoiceEnd, .choice = 0, .result = r});
+  }
+
+  std::unique_ptr<HttpCall> call_;
+  const std::string model_;
+  std::shared_ptr<std::atomic<int>> in_flight_;
+  Breaker* breaker_;
+  const Clock::time_point start_;
+  SseParser sse_;
+  std::deque<serve::CompletionEvent> events_;
+  serve::Usage usage_;
+  bool got_usage_ = false;
+  int chunks_ = 0;
+  std::string finish_, stream_error_;
+  std::optional<Clock::time_point> first_token_;
+  bool ended_ = false;
+  std::atomic<bool> cancelled_{false};
+};
+
+}  // namespace
+
+std::string OpenAiBody(const serve::GenerationRequest& r, const std::string& model, bool continuation) {
+  json j = {{"model", model}, {"stream", true}, {"stream_options", {{"include_usage", true}}}};
+  if (r.chat) {
+    json msgs = json::array();
+    for (const serve::Message& m : r.messages) msgs.push_back({{"role", m.role}, {"content", m.content}});
+    j["messages"] = msgs;
+    // A trailing assistant message is a prefix to continue (vLLM's and
+    // llama-server's spelling; hone serve continues it as well).
+    if (continuation && r.continue_final) {
+      j["continue_final_message"] = true;
+      j["add_generation_prompt"] = false;
+    }
+  } else {
+    j["prompt"] = r.prompts.empty() ? "" : r.prompts[0];
+  }
+  if (r.max_tokens >= 0) j["max_tokens"] = r.max_tokens;
+  const serve::Sampling& s = r.sampling;
+  if (s.temperature) j["temperature"] = *s.temperature;
+  if (s.top_p) j["top_p"] = *s.top_p;
+  if (s.seed) j["seed"] = *s.seed;
+  if (s.presence_penalty) j["presence_penalty"] = *s.presence_penalty;
+  if (s.frequency_penalty) j["frequency_penalty"] = *s.frequency_penalty;
+  // Not OpenAI's, but what the client asked for; vLLM, llama-server and hone take them.
+  if (s.top_k) j["top_k"] = *s.top_k;
+  if (s.min_p) j["min_p"] = *s.min_p;
+  if (s.repeat_penalty) j["repeat_penalty"] = *s.repeat_penalty;
+  if (!r.stop.empty()) j["stop"] = r.stop;
+  switch (r.format.type) {
+    case serve::ResponseFormat::Type::kNone:
+      break;
+    case serve::ResponseFormat::Type::kJsonObject:
+      j["response_format"] = {{"type", "json_object"}};
+      break;
+    case serve::ResponseFormat::Type::kJsonSchema:
+      j["response_format"] = {{"type", "json_schema"},
+                              {"json_schema", {{"name", "response"}, {"schema", r.format.schema}}}};
+      break;
+  }
+  return j.dump();
+}
+
+RemoteBackend::RemoteBackend(UpstreamConfig config, HttpClient& http)
+    : config_(std::move(config)), http_(http), breaker_(config_.breaker), keys_(config_.keys) {}
+
+std::string RemoteBackend::UpstreamModel(const std::string& model) const {
+  auto it = config_.models.find(model);
+  return it == config_.models.end() ? model : it->second;
+}
+
+HttpSpec RemoteBackend::Spec(const std::string& path, const std::string& body, const std::string& key) const {
+  HttpSpec s;
+  s.method = body.empty() ? "GET" : "POST";
+  s.url = config_.base_url + path;
+  s.body = body;
+  s.headers = {"Content-Type: application/json", "Accept: text/event-stream, application/json"};
+  if (!key.empty()) s.headers.push_back("Authorization: Bearer " + key);
+  s.connect_timeout_s = config_.connect_timeout_s;
+  s.first_byte_timeout_s = config_.first_byte_timeout_s;
+  s.idle_timeout_s = config_.idle_timeout_s;
+  s.total_timeout_s = config_.total_timeout_s;
+  s.ca_file = config_.ca_file;
+  return s;
+}
+
+Result<std::unique_ptr<serve::Completion>> RemoteBackend::StartAttempt(const serve::GenerationRequest& r,
+                                                                       AttemptInfo* info) {
+  const std::string where = "upstream '" + config_.name + "'";
+  if (!r.chat && r.prompts.size() > 1)
+    return MakeError(ErrorCode::kInvalidArgument, where + " takes one prompt per request");
+  if (in_flight_.fetch_add(1) >= config_.max_concurrent) {
+    in_flight_.fetch_sub(1);
+    Error e = MakeError(ErrorCode::kBusy,
+                        where + " is at its max_concurrent (" + std::to_string(config_.max_concurrent) + ")");
+    e.retry_after_s = 1;
+    return e;
+  }
+  struct Release {  // gives the in-flight slot back unless a completion takes it over
+    std::atomic<int>* n;
+    ~Release() {
+      if (n) n->fetch_sub(1);
+    }
+  } release{&in_flight_};
+  auto key = keys_.Next();
+  if (!key) {
+    Error e = keys_.AllRevoked()
+                  ? MakeError(ErrorCode::kUnavailable, where + ": every API key was rejected")
+                  : MakeError(ErrorCode::kRateLimited, where + ": every API key is cooling down");
+    e.retry_after_s = static_cast<int>(std::ceil(std::max(1.0, keys_.SoonestAvailable())));
+    info->outcome = keys_.AllRevoked() ? Outcome::kAuth : Outcome::kRateLimited;
+    return e;
+  }
+  info->key_fingerprint = key->fingerprint;
+  const auto start = Clock::now();
+  const std::string path = r.chat ? "/chat/completions" : "/completions";
+  std::unique_ptr<HttpCall> call =
+      http_.Start(Spec(path, OpenAiBody(r, UpstreamModel(r.model), config_.continuation), key->key));
+  const int status =
+      call->WaitStatus(start + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(config_.first_byte_timeout_s + 1)));
+  info->http_status = status;
+  if (status == 0) {
+    call->Cancel();
+    const bool timeout = call->error() == TransportError::kTimeout || !call->done();
+    info->outcome = timeout ? Outcome::kTimeout : Outcome::kConnect;
+    breaker_.Failure();
+    return MakeError(timeout ? ErrorCode::kTimeout : ErrorCode::kUpstream,
+                     where + (timeout ? ": no response in time" : ": cannot connect") +
+                         (call->error_text().empty() ? "" : " (" + call->error_text() + ")"));
+  }
+  info->outcome = ClassifyStatus(status);
+  if (info->outcome != Outcome::kOk) {
+    const std::string body = call->ReadAll(Clock::now() + std::chrono::seconds(2));
+    const std::string said =
+        where + " answered HTTP " + std::to_string(status) + ": " + UpstreamMessage(body);
+    const int retry_after = RetryAfter(*call);
+    Error e{ErrorCode::kUpstream, said};
+    switch (info->outcome) {
+      case Outcome::kRateLimited:
+        keys_.RateLimited(key->index, retry_after);
+        e.code = ErrorCode::kRateLimited;
+        e.retry_after_s = retry_after > 0 ? retry_after : 1;
+        break;
+      case Outcome::kAuth:
+        keys_.Rejected(key->index, status);
+        e.code = ErrorCode::kUnavailable;
+        break;
+      case Outcome::kClient:
+        e.code = ErrorCode::kInvalidArgument;
+        break;
+      default:
+        e.retry_after_s = retry_after;
+        breaker_.Failure();
+        break;
+    }
+    return e;
+  }
+  release.n = nullptr;  // the completion gives the slot back when it ends
+  return std::unique_ptr<serve::Completion>(
+      new RemoteCompletion(std::move(call), r.model, in_flight_count_, &breaker_, start));
+}
+
+Result<serve::Embeddings> RemoteBackend::Embed(const serve::EmbeddingRequest& r,
+                                               const std::function<bool()>& cancelled) {
+  auto key = keys_.Next();
+  if (!key)
+    return MakeError(ErrorCode::kUnavailable, "upstream '" + config_.name + "' has no usable API key");
+  json body = {{"model", UpstreamModel(r.model)}, {"input", r.inputs}};
+  auto call = http_.Start(Spec("/embeddings", body.dump(), key->key));
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(config_.total_timeout_s));
+  int status = 0;
+  while (!(status = call->WaitStatus(std::min(deadline, Clock::now() + std::chrono::milliseconds(200))))) {
+    if (cancelled()) return MakeError(ErrorCode::kAborted, "cancelled");
+    if (call->done() || Clock::now() >= deadline)
+      return MakeError(ErrorCode::kUpstream, "upstream '" + config_.name + "': " + call->error_text());
+  }
+  const std::string text = call->ReadAll(deadline);
+  if (status != 200)
+    return MakeError(ErrorCode::kUpstream, "upstream '" + config_.name + "' answered HTTP " +
+                                               std::to_string(status) + ": " + UpstreamMessage(text));
+  auto j = json::parse(text, nullptr, false);
+  if (!j.is_object() || !j.contains("data") || !j["data"].is_array())
+    return MakeError(ErrorCode::kUpstream, "upstream '" + config_.name + "' sent no embeddings");
+  serve::Embeddings out;
+  out.model = r.model;
+  for (const json& d : j["data"]) out.vectors.push_back(d.value("embedding", std::vector<float>{}));
+  if (j.contains("usage") && j["usage"].is_object()) out.prompt_tokens = j["usage"].value("prompt_tokens", 0);
+  return out;
+}
+
+std::vector<serve::ModelCard> RemoteBackend::ListModels() {
+  std::vector<serve::ModelCard> out;
+  for (const auto& [name, theirs] : config_.models) out.push_back(serve::ModelCard{.name = name});
+  return out;
+}
+
+Result<std::string> RemoteBackend::Load(const std::string& model, std::optional<double>) {
+  return model;  // nothing to load: the upstream keeps its own models
+}
+
+Status RemoteBackend::CheckHealth() {
+  auto key = keys_.Next();
+  if (!key) return MakeError(ErrorCode::kUnavailable, "no usable API key");
+  HttpSpec s = Spec(config_.health_path, "", key->key);
+  s.first_byte_timeout_s = std::min(s.first_byte_timeout_s, 10.0);
+  auto call = http_.Start(s);
+  const int status = call->WaitStatus(Clock::now() + std::chrono::seconds(15));
+  if (status == 401 || status == 403) keys_.Rejected(key->index, status);
+  if (status >= 200 && status < 300) return {};
+  return MakeError(ErrorCode::kUpstream,
+                   status ? "HTTP " + std::to_string(status) : "unreachable: " + call->error_text());
+}
+
+}  // namespace hone::route

@@ -1,0 +1,73 @@
+// One OpenAI-compatible upstream as a Backend: chat completions (and single
+// prompt completions, embeddings, the model list) over the shared HttpClient,
+// with this upstream's keys, circuit breaker and concurrency cap. One Start is
+// one attempt: retries, key rotation after a refusal, and moving on to the
+// next target are the router's decisions (router.h), made from the error codes
+// this returns.
+#pragma once
+
+#include <atomic>
+#include <memory>
+
+#include "route/breaker.h"
+#include "route/config.h"
+#include "route/http_client.h"
+#include "route/keyring.h"
+#include "route/retry.h"
+#include "serve/backend.h"
+
+namespace hone::route {
+
+// Details of a refused attempt that the router acts on, beyond the Error.
+struct AttemptInfo {
+  Outcome outcome = Outcome::kOk;
+  int http_status = 0;
+  std::string key_fingerprint;
+};
+
+class RemoteBackend final : public serve::Backend {
+ public:
+  RemoteBackend(UpstreamConfig config, HttpClient& http);
+
+  // Sends the request and waits for the upstream's status (at most the
+  // first-byte timeout). Errors: kBusy (at max_concurrent, or every key
+  // cooling), kUnavailable (every key revoked), kRateLimited, kUpstream (5xx,
+  // connect, broken), kTimeout, kInvalidArgument (the upstream said 4xx: the
+  // request is wrong, do not retry). `info` says what happened.
+  Result<std::unique_ptr<serve::Completion>> StartAttempt(const serve::GenerationRequest& r,
+                                                          AttemptInfo* info);
+  Result<std::unique_ptr<serve::Completion>> Start(const serve::GenerationRequest& r) override {
+    AttemptInfo info;
+    return StartAttempt(r, &info);
+  }
+  Result<serve::Embeddings> Embed(const serve::EmbeddingRequest& r,
+                                  const std::function<bool()>& cancelled) override;
+  std::vector<serve::ModelCard> ListModels() override;
+  Result<std::string> Load(const std::string& model, std::optional<double> keep_alive_s) override;
+
+  // GET base_url + health_path (a models list, never a billed completion).
+  Status CheckHealth();
+
+  const UpstreamConfig& config() const { return config_; }
+  Breaker& breaker() { return breaker_; }
+  KeyRing& keys() { return keys_; }
+  int in_flight() const { return in_flight_.load(); }
+  std::string UpstreamModel(const std::string& model) const;
+
+ private:
+  HttpSpec Spec(const std::string& path, const std::string& body, const std::string& key) const;
+
+  const UpstreamConfig config_;
+  HttpClient& http_;
+  Breaker breaker_;
+  KeyRing keys_;
+  std::shared_ptr<std::atomic<int>> in_flight_count_ = std::make_shared<std::atomic<int>>(0);
+  std::atomic<int>& in_flight_ = *in_flight_count_;
+};
+
+// The request as an OpenAI chat-completions (or completions) body, streamed
+// with usage. Exposed for tests.
+std::string OpenAiBody(const serve::GenerationRequest& r, const std::string& upstream_model,
+                       bool continuation);
+
+}  // namespace hone::route

@@ -1,0 +1,45 @@
+// The router's Prometheus series, labelled by route, target, key fingerprint,
+// outcome and reason (serve::Metrics labels by model only). Thread-safe.
+// Gauges that mirror live state (breaker state, in-flight requests) are not
+// stored here: the router renders them from that state at scrape time.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "serve/metrics.h"
+
+namespace hone::route {
+
+namespace series {
+inline constexpr const char* kRequests = "hone:route_requests_total";                // route, target, outcome
+inline constexpr const char* kRetries = "hone:route_retries_total";                  // route, target, reason
+inline constexpr const char* kOverflow = "hone:route_overflow_total";                // route, reason
+inline constexpr const char* kRecoveries = "hone:route_midstream_recoveries_total";  // route, from, to
+inline constexpr const char* kStreamFailures = "hone:route_midstream_failures_total";  // route, target
+inline constexpr const char* kKeyRequests = "hone:route_key_requests_total";    // upstream, key, outcome
+inline constexpr const char* kTtft = "hone:route_time_to_first_token_seconds";  // route, target
+inline constexpr const char* kLatency = "hone:route_request_latency_seconds";   // route, target
+// Predicted minus actual time to first token of local requests, seconds.
+inline constexpr const char* kTtftError = "hone:route_ttft_prediction_error_seconds";  // route
+}  // namespace series
+
+// {"route", "support"}, {"target", "local:qwen"} -> route="support",target="local:qwen"
+std::string Labels(std::initializer_list<std::pair<const char*, std::string>> kv);
+
+class RouteMetrics {
+ public:
+  void Add(const char* name, const std::string& labels, double v = 1);
+  void Observe(const char* name, const std::string& labels, double v);
+  double Get(const char* name, const std::string& labels) const;
+  // Appends the series in Prometheus text format.
+  void Render(std::string* out) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::map<std::string, double>> counters_;              // GUARDED_BY(mu_)
+  std::map<std::string, std::map<std::string, serve::Histogram>> histograms_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace hone::route

@@ -1,0 +1,112 @@
+#include "route/routed_completion.h"
+
+#include <cstdio>
+
+namespace hone::route {
+
+using serve::Clock;
+using Kind = serve::CompletionEvent::Kind;
+
+RoutedCompletion::RoutedCompletion(Router* router, const RouteConfig* route, serve::GenerationRequest request,
+                                   size_t target, std::vector<size_t> rest, Router::TargetTry first,
+                                   Clock::time_point start, std::string note)
+    : router_(router),
+      route_(route),
+      request_(std::move(request)),
+      target_(target),
+      rest_(std::move(rest)),
+      inner_(std::move(first.completion)),
+      predicted_ttft_s_(first.predicted_ttft_s),
+      start_(start),
+      note_(std::move(note)) {}
+
+void RoutedCompletion::Cancel() {
+  cancelled_ = true;
+  inner_->Cancel();
+}
+
+serve::CompletionEvent RoutedCompletion::Next(Clock::time_point deadline) {
+  for (;;) {
+    serve::CompletionEvent e = inner_->Next(deadline);
+    const std::string labels = Labels({{"route", route_->name}, {"target", TargetLabel()}});
+    if (e.kind == Kind::kText) {
+      if (!first_text_seen_) {
+        first_text_seen_ = true;
+        const double ttft = std::chrono::duration<double>(Clock::now() - start_).count();
+        router_->metrics().Observe(series::kTtft, labels, ttft);
+        if (predicted_ttft_s_)
+          router_->metrics().Observe(series::kTtftError, Labels({{"route", route_->name}}),
+                                     *predicted_ttft_s_ - ttft);
+      }
+      if (e.choice == 0) emitted_ += e.text;
+      return e;
+    }
+    if (e.kind != Kind::kChoiceEnd) return e;
+    serve::ChoiceResult& r = e.result;
+    const bool broke =
+        r.error && (r.error->code == ErrorCode::kUpstream || r.error->code == ErrorCode::kTimeout);
+    if (broke && !cancelled_ && inner_->choices() == 1) {
+      router_->metrics().Add(series::kStreamFailures, labels);
+      earlier_completion_tokens_ += r.usage.completion_tokens;
+      const std::string from = TargetLabel();
+      const Error why = *r.error;
+      if (Recover(why, deadline)) {
+        std::fprintf(stderr, "[hone] route %s: %s broke after %zu bytes (%s); continued on %s\n",
+                     route_->name.c_str(), from.c_str(), emitted_.size(), why.message.c_str(),
+                     TargetLabel().c_str());
+        router_->metrics().Add(series::kRecoveries,
+                               Labels({{"route", route_->name}, {"from", from}, {"to", TargetLabel()}}));
+        note_ += " recovered_from=" + from + " target=" + TargetLabel();
+        continue;  // read on from the new target
+      }
+      std::fprintf(stderr, "[hone] route %s: %s broke after %zu bytes and no target could continue: %s\n",
+                   route_->name.c_str(), from.c_str(), emitted_.size(), why.message.c_str());
+      note_ += " stream_failed";
+    }
+    r.usage.completion_tokens += earlier_completion_tokens_;
+    r.route = note_;
+    const double total = std::chrono::duration<double>(Clock::now() - start_).count();
+    router_->metrics().Observe(series::kLatency, labels, total);
+    router_->metrics().Add(series::kRequests,
+                           Labels({{"route", route_->name},
+                                   {"target", TargetLabel()},
+                                   {"outcome", r.error ? ErrorCodeName(r.error->code) : "ok"}}));
+    return e;
+  }
+}
+
+bool RoutedCompletion::Recover(const Error& why, Clock::time_point) {
+  if (request_.format.type != serve::ResponseFormat::Type::kNone && !emitted_.empty()) return false;
+  serve::GenerationRequest next = request_;
+  const bool resume = !emitted_.empty();
+  if (resume) {
+    if (request_.chat) {
+      next.messages.push_back({"assistant", emitted_});
+      next.continue_final = true;
+    } else if (request_.prompts.size() == 1) {
+      next.prompts[0] += emitted_;
+    } else {
+      return false;
+    }
+    if (request_.max_tokens >= 0)
+      next.max_tokens = std::max(1, request_.max_tokens - earlier_completion_tokens_);
+  }
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(route_->retry.deadline_s));
+  while (!rest_.empty()) {
+    const size_t i = rest_.front();
+    rest_.erase(rest_.begin());
+    const Target& t = route_->targets[i];
+    if (resume && !router_->CanContinue(t)) continue;
+    auto tt = router_->TryTarget(*route_, t, next, deadline);
+    if (!tt) continue;
+    inner_ = std::move(tt->completion);
+    predicted_ttft_s_.reset();
+    target_ = i;
+    return true;
+  }
+  (void)why;
+  return false;
+}
+
+}  // namespace hone::route

@@ -1,0 +1,54 @@
+// The Completion a routed request returns: it reads the target's completion
+// and, where that one breaks, carries on elsewhere so the client sees one
+// answer.
+//  - Broken before any text reached the client: the same request starts on
+//    the route's next target.
+//  - Broken after text went out: the next target that can continue a partial
+//    answer (the local engine always can; an upstream with continuation =
+//    true) gets the conversation plus the text so far as an assistant prefix,
+//    and only the rest of the answer is streamed. Never for a structured
+//    output (a JSON schema must not be spliced), and never for several choices.
+//  - No target can: the choice ends with its error, which the codec sends as
+//    an explicit error event, never a clean end.
+// Every recovery and every failure is counted and logged.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "route/router.h"
+
+namespace hone::route {
+
+class RoutedCompletion final : public serve::Completion {
+ public:
+  RoutedCompletion(Router* router, const RouteConfig* route, serve::GenerationRequest request, size_t target,
+                   std::vector<size_t> rest, Router::TargetTry first, serve::Clock::time_point start,
+                   std::string note);
+  serve::CompletionEvent Next(serve::Clock::time_point deadline) override;
+  void Cancel() override;
+  size_t choices() const override { return inner_->choices(); }
+  const std::string& model() const override { return request_.model; }
+  double load_seconds() const override { return inner_->load_seconds(); }
+
+ private:
+  bool Recover(const Error& why, serve::Clock::time_point deadline);
+  std::string TargetLabel() const { return route_->targets[target_].Label(); }
+
+  Router* router_;
+  const RouteConfig* route_;
+  const serve::GenerationRequest request_;
+  size_t target_;
+  std::vector<size_t> rest_;  // targets not yet used, in the route's order
+  std::unique_ptr<serve::Completion> inner_;
+  std::optional<double> predicted_ttft_s_;
+  const serve::Clock::time_point start_;
+  std::string note_;
+  std::string emitted_;                // text of choice 0 that reached the client
+  int earlier_completion_tokens_ = 0;  // from targets that broke
+  bool first_text_seen_ = false;
+  std::atomic<bool> cancelled_{false};
+};
+
+}  // namespace hone::route

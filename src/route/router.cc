@@ -1,0 +1,359 @@
+#include "route/router.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "route/routed_completion.h"
+
+namespace hone::route {
+namespace {
+
+using serve::Clock;
+using Dur = std::chrono::duration<double>;
+
+bool Stoppable(const Error& e) {
+  // The request itself is wrong, or names nothing: no other target will do better.
+  return e.code == ErrorCode::kInvalidArgument || e.code == ErrorCode::kNotFound;
+}
+
+}  // namespace
+
+Router::Router(RouterConfig config, serve::LocalBackend& local)
+    : local_(local), rng_(std::random_device{}()) {
+  for (UpstreamConfig& u : config.upstreams) {
+    std::string name = u.name;
+    upstreams_[name] = std::make_unique<RemoteBackend>(std::move(u), http_);
+  }
+  for (RouteConfig& r : config.routes) {
+    route_order_.push_back(r.name);
+    auto st = std::make_unique<RouteState>();
+    st->config = std::move(r);
+    routes_[route_order_.back()] = std::move(st);
+  }
+}
+
+Router::~Router() {
+  {
+    std::lock_guard<std::mutex> lock(health_mu_);
+    stopping_ = true;
+  }
+  health_cv_.notify_all();
+  if (health_.joinable()) health_.join();
+}
+
+Router::RouteState* Router::Find(const std::string& name) const {
+  auto it = routes_.find(name);
+  return it == routes_.end() ? nullptr : it->second.get();
+}
+
+RemoteBackend* Router::Upstream(const std::string& name) const {
+  auto it = upstreams_.find(name);
+  return it == upstreams_.end() ? nullptr : it->second.get();
+}
+
+bool Router::CanContinue(const Target& t) const {
+  if (t.local()) return true;
+  RemoteBackend* up = Upstream(t.upstream);
+  return up && up->config().continuation;
+}
+
+std::vector<size_t> Router::Order(const RouteConfig& r) {
+  std::vector<size_t> order(r.targets.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (r.policy == Policy::kWeighted) {
+    std::lock_guard<std::mutex> lock(rng_mu_);
+    std::discrete_distribution<size_t> pick(r.weights.begin(), r.weights.end());
+    size_t first = pick(rng_);
+    std::rotate(order.begin(), order.begin() + first, order.begin() + first + 1);
+  } else if (r.policy == Policy::kLocalFirst) {
+    std::stable_partition(order.begin(), order.end(), [&](size_t i) { return r.targets[i].local(); });
+  }
+  return order;
+}
+
+serve::GenerationRequest Router::ForTarget(const serve::GenerationRequest& r, const Target& t) const {
+  serve::GenerationRequest out = r;
+  out.model = t.model;
+  return out;
+}
+
+Result<Router::TargetTry> Router::TryTarget(const RouteConfig& route, const Target& t,
+                                            const serve::GenerationRequest& in, Clock::time_point deadline) {
+  const serve::GenerationRequest r = ForTarget(in, t);
+  const std::string target = t.Label();
+  TargetTry out;
+  if (t.local()) {
+    out.attempts = 1;
+    auto f = local_.Predict(r);
+    if (f.loaded) out.predicted_ttft_s = f.load.ttft_s;
+    auto c = local_.Start(r);
+    if (!c) {
+      metrics_.Add(
+          series::kRequests,
+          Labels({{"route", route.name}, {"target", target}, {"outcome", ErrorCodeName(c.error().code)}}));
+      return c.error();
+    }
+    out.completion = std::move(*c);
+    return out;
+  }
+  RemoteBackend* up = Upstream(t.upstream);
+  if (!up) return MakeError(ErrorCode::kInternal, "no upstream '" + t.upstream + "'");
+  Error last{ErrorCode::kUpstream, "upstream '" + t.upstream + "' was not tried"};
+  for (int attempt = 1; attempt <= route.retry.max_attempts; ++attempt) {
+    if (!up->breaker().Allow()) {
+      Error e = MakeError(ErrorCode::kUnavailable, "upstream '" + t.upstream + "': circuit breaker open");
+      e.retry_after_s = static_cast<int>(std::ceil(std::max(1.0, up->breaker().RetryAfter())));
+      metrics_.Add(series::kRequests,
+                   Labels({{"route", route.name}, {"target", target}, {"outcome", "breaker_open"}}));
+      return e;
+    }
+    ++out.attempts;
+    AttemptInfo info;
+    auto c = up->StartAttempt(r, &info);
+    if (!info.key_fingerprint.empty())
+      metrics_.Add(series::kKeyRequests, Labels({{"upstream", t.upstream},
+                                                 {"key", info.key_fingerprint},
+                                                 {"outcome", OutcomeName(info.outcome)}}));
+    if (c) {
+      out.completion = std::move(*c);
+      return out;
+    }
+    last = c.error();
+    metrics_.Add(series::kRequests,
+                 Labels({{"route", route.name}, {"target", target}, {"outcome", OutcomeName(info.outcome)}}));
+    if (Stoppable(last)) return last;
+    if (c.error().code == ErrorCode::kBusy && info.outcome == Outcome::kOk) return last;  // at max_concurrent
+    if (info.outcome == Outcome::kAuth && !up->keys().AllRevoked()) {
+      metrics_.Add(series::kRetries,
+                   Labels({{"route", route.name}, {"target", target}, {"reason", "next_key"}}));
+      --attempt;  // a bad key is not the upstream's failure: the next key at once
+      if (out.attempts > 16) break;
+      continue;
+    }
+    if (!Retryable(info.outcome) || info.outcome == Outcome::kAuth || attempt == route.retry.max_attempts)
+      break;
+    double wait;
+    {
+      std::lock_guard<std::mutex> lock(rng_mu_);
+      wait = BackoffSeconds(route.retry, attempt, last.retry_after_s, rng_);
+    }
+    if (Clock::now() + std::chrono::duration_cast<Clock::duration>(Dur(wait)) > deadline) break;
+    metrics_.Add(series::kRetries,
+                 Labels({{"route", route.name}, {"target", target}, {"reason", OutcomeName(info.outcome)}}));
+    std::this_thread::sleep_for(Dur(wait));
+  }
+  return last;
+}
+
+Result<std::unique_ptr<serve::Completion>> Router::Start(const serve::GenerationRequest& r) {
+  RouteState* st = Find(r.model);
+  if (!st) return local_.Start(r);  // not a route: a local model, as without a router
+  const RouteConfig& route = st->config;
+  ++st->requests;
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(Dur(route.retry.deadline_s));
+  std::vector<size_t> order = Order(route);
+  std::vector<size_t> deferred;  // local targets skipped for overflow: the last resort
+  std::string overflow;
+  std::vector<std::string> failures;
+  int attempts = 0;
+  bool all_unavailable = true;
+  int retry_after = 0;
+  const bool has_remote =
+      std::any_of(route.targets.begin(), route.targets.end(), [](auto& t) { return !t.local(); });
+  auto finish = [&](size_t i, TargetTry&& tt) -> std::unique_ptr<serve::Completion> {
+    std::string note = "route=" + route.name + " target=" + route.targets[i].Label() +
+                       " attempts=" + std::to_string(attempts + tt.attempts) +
+                       (overflow.empty() ? "" : " overflow=" + overflow);
+    std::vector<size_t> rest;
+    for (size_t j : order)
+      if (j != i) rest.push_back(j);
+    return std::make_unique<RoutedCompletion>(this, &route, r, i, std::move(rest), std::move(tt), start,
+                                              note);
+  };
+  for (size_t pos = 0; pos < order.size(); ++pos) {
+    const size_t i = order[pos];
+    const Target& t = route.targets[i];
+    if (t.local() && route.policy == Policy::kLocalFirst && has_remote) {
+      auto f = local_.Predict(ForTarget(r, t));
+      std::string why;
+      if (f.load.queue_full)
+        why = "queue_full";
+      else if (route.ttft_slo_s > 0 && f.load.ttft_s > route.ttft_slo_s)
+        why = f.loaded ? "ttft_slo" : "cold_model";
+      if (!why.empty()) {
+        overflow = why;
+        ++st->overflowed;
+        metrics_.Add(series::kOverflow, Labels({{"route", route.name}, {"reason", why}}));
+        deferred.push_back(i);
+        continue;
+      }
+    }
+    auto tt = TryTarget(route, t, r, deadline);
+    if (tt) return finish(i, std::move(*tt));
+    const Error& e = tt.error();
+    if (Stoppable(e)) return e;
+    if (t.local() && e.code == ErrorCode::kBusy) {
+      overflow = "queue_full";
+      ++st->overflowed;
+      metrics_.Add(series::kOverflow, Labels({{"route", route.name}, {"reason", "queue_full"}}));
+    }
+    if (e.code != ErrorCode::kUnavailable) all_unavailable = false;
+    if (e.retry_after_s > 0)
+      retry_after = retry_after ? std::min(retry_after, e.retry_after_s) : e.retry_after_s;
+    failures.push_back(t.Label() + ": " + e.message);
+    ++attempts;
+  }
+  // Every other target failed: a slow local answer beats none.
+  for (size_t i : deferred) {
+    auto tt = TryTarget(route, route.targets[i], r, deadline);
+    if (tt) {
+      overflow += "+last_resort";
+      return finish(i, std::move(*tt));
+    }
+    failures.push_back(route.targets[i].Label() + ": " + tt.error().message);
+    all_unavailable = all_unavailable && tt.error().code == ErrorCode::kUnavailable;
+  }
+  std::string why = "route '" + route.name + "': no target could serve the request";
+  for (const std::string& f : failures) why += "; " + f;
+  Error e = MakeError(all_unavailable ? ErrorCode::kUnavailable : ErrorCode::kUpstream, why);
+  e.retry_after_s = std::max(1, retry_after);
+  metrics_.Add(series::kRequests, Labels({{"route", route.name}, {"target", "none"}, {"outcome", "failed"}}));
+  return e;
+}
+
+Result<serve::Embeddings> Router::Embed(const serve::EmbeddingRequest& r,
+                                        const std::function<bool()>& cancelled) {
+  RouteState* st = Find(r.model);
+  if (!st) return local_.Embed(r, cancelled);
+  Error last = MakeError(ErrorCode::kUpstream, "route '" + r.model + "' has no target");
+  for (const Target& t : st->config.targets) {
+    serve::EmbeddingRequest er = r;
+    er.model = t.model;
+    if (t.local()) {
+      auto e = local_.Embed(er, cancelled);
+      if (e) return e;
+      last = e.error();
+    } else if (RemoteBackend* up = Upstream(t.upstream); up && up->breaker().Allow()) {
+      auto e = up->Embed(er, cancelled);
+      if (e) return e;
+      last = e.error();
+    }
+    if (Stoppable(last)) return last;
+  }
+  return last;
+}
+
+std::vector<serve::ModelCard> Router::ListModels() {
+  std::vector<serve::ModelCard> out = local_.ListModels();
+  for (const std::string& name : route_order_) out.push_back(serve::ModelCard{.name = name});
+  return out;
+}
+
+Result<std::string> Router::Load(const std::string& model, std::optional<double> keep_alive_s) {
+  RouteState* st = Find(model);
+  if (!st) return local_.Load(model, keep_alive_s);
+  for (const Target& t : st->config.targets)
+    if (t.local()) return local_.Load(t.model, keep_alive_s);
+  return model;
+}
+
+void Router::StartHealthChecks() {
+  if (upstreams_.empty() || health_.joinable()) return;
+  health_ = std::thread([this] { HealthLoop(); });
+}
+
+void Router::HealthLoop() {
+  std::map<std::string, Clock::time_point> next;
+  for (auto& [name, up] : upstreams_) next[name] = Clock::now();
+  std::unique_lock<std::mutex> lock(health_mu_);
+  while (!stopping_) {
+    auto soonest = Clock::now() + std::chrono::seconds(1);
+    for (auto& [name, up] : upstreams_) {
+      if (Clock::now() < next[name]) {
+        soonest = std::min(soonest, next[name]);
+        continue;
+      }
+      lock.unlock();
+      // A cheap GET; an open breaker whose cooldown passed takes it as its probe.
+      Status s = up->CheckHealth();
+      if (s.ok()) {
+        if (up->breaker().state() != BreakerState::kClosed && up->breaker().Allow()) up->breaker().Success();
+      } else {
+        std::fprintf(stderr, "[hone] health check of upstream '%s' failed: %s\n", name.c_str(),
+                     s.error().message.c_str());
+        up->breaker().Failure();
+      }
+      lock.lock();
+      next[name] =
+          Clock::now() + std::chrono::duration_cast<Clock::duration>(Dur(up->config().health_interval_s));
+      soonest = std::min(soonest, next[name]);
+    }
+    health_cv_.wait_until(lock, soonest, [&] { return stopping_; });
+  }
+}
+
+std::string Router::RoutesJson() const {
+  using nlohmann::json;
+  json routes = json::array();
+  long total = 0, overflowed = 0;
+  for (const std::string& name : route_order_) {
+    const RouteState& st = *routes_.at(name);
+    total += st.requests.load();
+    overflowed += st.overflowed.load();
+    json targets = json::array();
+    for (const Target& t : st.config.targets) {
+      json tj = {{"target", t.Label()}, {"local", t.local()}};
+      if (RemoteBackend* up = Upstream(t.upstream)) {
+        tj["breaker"] = BreakerStateName(up->breaker().state());
+        tj["breaker_retry_after_s"] = up->breaker().RetryAfter();
+        tj["in_flight"] = up->in_flight();
+        tj["max_concurrent"] = up->config().max_concurrent;
+        tj["base_url"] = up->config().base_url;
+        tj["continuation"] = up->config().continuation;
+        json keys = json::array();
+        for (const KeyView& k : up->keys().Snapshot()) {
+          json kj = {{"fingerprint", k.fingerprint}, {"health", KeyHealthName(k.health)}, {"uses", k.uses}};
+          if (k.health == KeyHealth::kCooling) kj["available_in_s"] = k.available_in_s;
+          if (!k.why.empty()) kj["why"] = k.why;
+          keys.push_back(kj);
+        }
+        tj["keys"] = keys;
+      }
+      targets.push_back(tj);
+    }
+    routes.push_back({{"name", name},
+                      {"policy", PolicyName(st.config.policy)},
+                      {"ttft_slo_s", st.config.ttft_slo_s},
+                      {"requests", st.requests.load()},
+                      {"overflowed", st.overflowed.load()},
+                      {"overflow_rate", st.requests ? double(st.overflowed) / st.requests : 0.0},
+                      {"targets", targets}});
+  }
+  return json{{"routes", routes}, {"overflow_rate", total ? double(overflowed) / total : 0.0}}.dump(2);
+}
+
+void Router::RenderMetrics(std::string* out) const {
+  metrics_.Render(out);
+  *out += "# TYPE hone:route_breaker_state gauge\n";
+  for (const auto& [name, up] : upstreams_) {
+    const BreakerState s = up->breaker().state();
+    *out += "hone:route_breaker_state{" + Labels({{"upstream", name}}) + "} " +
+            std::to_string(s == BreakerState::kClosed     ? 0
+                           : s == BreakerState::kHalfOpen ? 1
+                                                          : 2) +
+            "\n";
+  }
+  *out += "# TYPE hone:route_in_flight gauge\n";
+  for (const auto& [name, up] : upstreams_)
+    *out += "hone:route_in_flight{" + Labels({{"upstream", name}}) + "} " + std::to_string(up->in_flight()) +
+            "\n";
+  *out += "# TYPE hone:route_key_healthy gauge\n";
+  for (const auto& [name, up] : upstreams_)
+    for (const KeyView& k : up->keys().Snapshot())
+      *out += "hone:route_key_healthy{" + Labels({{"upstream", name}, {"key", k.fingerprint}}) + "} " +
+              (k.health == KeyHealth::kOk ? "1" : "0") + "\n";
+}
+
+}  // namespace hone::route

@@ -1,0 +1,97 @@
+// The router: a Backend over the local backend and remote upstreams. A
+// request naming a [[route]] is served by that route's targets, in the order
+// its policy gives; any other name goes to the local backend unchanged.
+//
+//   local_first  the local model, unless its scheduler predicts a time to
+//                first token over the route's ttft_slo or its queue is full
+//                (decided before sending, from the real queue: an overflow);
+//                then the next targets; the local model again as a last
+//                resort when every other target failed.
+//   failover     the targets in order; the next one only on failure.
+//   weighted     one target drawn by weight, the others in order behind it.
+//
+// Per upstream target: its circuit breaker is asked first (open: skipped, no
+// request sent); failures are retried with backoff and jitter up to the
+// route's max_attempts within its deadline (connect, timeout, 429 honouring
+// Retry-After, 5xx); a 401/403 moves to the next key at once; a 4xx is the
+// client's error and is returned as is. A request that failed before any
+// byte reached the client moves on to the next target. A stream that breaks
+// after bytes went out is continued on the next target that can (RoutedCompletion).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "route/config.h"
+#include "route/http_client.h"
+#include "route/remote_backend.h"
+#include "route/route_metrics.h"
+#include "serve/backend.h"
+#include "serve/local_backend.h"
+
+namespace hone::route {
+
+class Router final : public serve::Backend {
+ public:
+  Router(RouterConfig config, serve::LocalBackend& local);
+  ~Router() override;  // stops the health checks
+
+  Result<std::unique_ptr<serve::Completion>> Start(const serve::GenerationRequest& r) override;
+  Result<serve::Embeddings> Embed(const serve::EmbeddingRequest& r,
+                                  const std::function<bool()>& cancelled) override;
+  std::vector<serve::ModelCard> ListModels() override;
+  Result<std::string> Load(const std::string& model, std::optional<double> keep_alive_s) override;
+
+  // Active health checks of every upstream, every health_interval.
+  void StartHealthChecks();
+  // GET /hone/routes: every route, target, breaker and key state (keys by
+  // fingerprint only), and the overflow rate.
+  std::string RoutesJson() const;
+  // The router's /metrics series, gauges included.
+  void RenderMetrics(std::string* out) const;
+  bool empty() const { return routes_.empty(); }
+
+  // For RoutedCompletion: starts one target (with retries for an upstream).
+  struct TargetTry {
+    std::unique_ptr<serve::Completion> completion;
+    int attempts = 0;
+    std::optional<double> predicted_ttft_s;  // local targets: the scheduler's forecast
+  };
+  Result<TargetTry> TryTarget(const RouteConfig& route, const Target& t, const serve::GenerationRequest& r,
+                              serve::Clock::time_point deadline);
+  // Whether a target can continue a partial answer (local always can).
+  bool CanContinue(const Target& t) const;
+  RouteMetrics& metrics() { return metrics_; }
+
+ private:
+  struct RouteState {
+    RouteConfig config;
+    std::atomic<long> requests{0};
+    std::atomic<long> overflowed{0};
+  };
+  RouteState* Find(const std::string& name) const;
+  RemoteBackend* Upstream(const std::string& name) const;
+  std::vector<size_t> Order(const RouteConfig& r);
+  serve::GenerationRequest ForTarget(const serve::GenerationRequest& r, const Target& t) const;
+  void HealthLoop();
+
+  serve::LocalBackend& local_;
+  HttpClient http_;
+  std::map<std::string, std::unique_ptr<RemoteBackend>> upstreams_;  // fixed after construction
+  std::map<std::string, std::unique_ptr<RouteState>> routes_;        // fixed after construction
+  std::vector<std::string> route_order_;                             // as configured
+  RouteMetrics metrics_;
+  std::mutex rng_mu_;
+  std::mt19937 rng_;  // GUARDED_BY(rng_mu_): weighted draws and backoff jitter
+  std::mutex health_mu_;
+  std::condition_variable health_cv_;
+  bool stopping_ = false;  // GUARDED_BY(health_mu_)
+  std::thread health_;
+};
+
+}  // namespace hone::route
