@@ -92,6 +92,9 @@ HttpServer::HttpServer(const serve::ServeConfig& config, std::vector<std::string
   // Every streaming client holds a worker thread; leave room beyond the slots.
   const int workers = std::max(32, config_.slots * 4 + config_.max_queue / 2);
   http_->new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
+  // Without TCP_NODELAY a response written as headers then body waits for
+  // the client's delayed ACK (40 ms on Linux) on every kept-alive connection.
+  http_->set_tcp_nodelay(true);
   http_->set_payload_max_length(max_body_);
   http_->set_read_timeout(60, 0);
   http_->set_write_timeout(60, 0);

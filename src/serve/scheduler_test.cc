@@ -215,5 +215,39 @@ TEST_F(SchedulerTest, GrammarFollowsReferencesAndAlternatives) {
       << text;
 }
 
+TEST_F(SchedulerTest, ForecastSeesTheQueueTheCachedPrefixAndAFullQueue) {
+  auto s = Make({.slots = 1, .ctx_per_slot = 512, .max_queue = 2});
+  const std::string system = "Once upon a time there was a little girl named Lily who loved to play in the park. ";
+  // Idle: a short wait, nothing cached yet.
+  LoadForecast idle = s->Forecast(Prompt(system + "She"), 16);
+  EXPECT_EQ(idle.waiting, 0);
+  EXPECT_FALSE(idle.queue_full);
+  EXPECT_EQ(idle.cached_tokens, 0);
+  EXPECT_GT(idle.ttft_s, 0);
+  // Serve one request with the shared prefix: its prompt stays in the KV.
+  auto first = NewJob(system + "She", 4);
+  ASSERT_EQ(*s->Submit(first), SubmitResult::kOk);
+  first->WaitAll();
+  LoadForecast warm = s->Forecast(Prompt(system + "He"), 16);
+  EXPECT_GT(warm.cached_tokens, 10) << "the shared prefix is already in the slot";
+  EXPECT_LT(warm.uncached_tokens, idle.uncached_tokens);
+  EXPECT_GT(warm.prefill_tps, 0);
+  EXPECT_GT(warm.step_s, 0);
+  // One long request running and two waiting: a new one waits behind three
+  // answers, and the queue (max 2) is full.
+  std::vector<std::shared_ptr<Job>> busy;
+  for (int i = 0; i < 3; ++i) {
+    busy.push_back(NewJob("Tom had a red ball " + std::to_string(i), 200));
+    ASSERT_EQ(*s->Submit(busy.back()), SubmitResult::kOk);
+  }
+  for (int i = 0; i < 200 && s->active() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  LoadForecast loaded = s->Forecast(Prompt(system + "He"), 16);
+  EXPECT_EQ(loaded.waiting, 2);
+  EXPECT_TRUE(loaded.queue_full);
+  EXPECT_GT(loaded.ttft_s, warm.ttft_s + 100 * loaded.step_s) << "behind at least two 200-token answers";
+  for (auto& j : busy) j->Cancel();
+  for (auto& j : busy) j->WaitAll();
+}
+
 }  // namespace
 }  // namespace hone::serve

@@ -79,7 +79,8 @@ export function startFakeUpstream(port = 0) {
     const created = Math.floor(Date.now() / 1000);
     const usage = { prompt_tokens: JSON.stringify(request.messages || []).length >> 2, completion_tokens: n };
     usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
-    const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+    // Below a millisecond no timer at all: a fast upstream costs no event-loop turns.
+    const sleep = (ms) => (ms >= 1 ? new Promise((r) => setTimeout(r, ms)) : Promise.resolve());
     if (b.hang) {
       await new Promise((r) => res.on('close', r));
       return;
