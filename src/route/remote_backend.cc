@@ -227,7 +227,8 @@ HttpSpec RemoteBackend::Spec(const std::string& path, const std::string& body, c
 }
 
 Result<std::unique_ptr<serve::Completion>> RemoteBackend::StartAttempt(const serve::GenerationRequest& r,
-                                                                       AttemptInfo* info) {
+                                                                       AttemptInfo* info,
+                                                                       Clock::time_point route_deadline) {
   const std::string where = "upstream '" + config_.name + "'";
   if (!r.chat && r.prompts.size() > 1)
     return MakeError(ErrorCode::kInvalidArgument, where + " takes one prompt per request");
@@ -258,9 +259,20 @@ Result<std::unique_ptr<serve::Completion>> RemoteBackend::StartAttempt(const ser
   const std::string path = r.chat ? "/chat/completions" : "/completions";
   std::unique_ptr<HttpCall> call =
       http_.Start(Spec(path, OpenAiBody(r, UpstreamModel(r.model), config_.continuation), key->key));
-  const int status =
-      call->WaitStatus(start + std::chrono::duration_cast<Clock::duration>(
-                                   std::chrono::duration<double>(config_.first_byte_timeout_s + 1)));
+  const auto wait_until =
+      std::min(route_deadline, start + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(config_.first_byte_timeout_s + 1)));
+  int status = 0;
+  // In slices, so a client that leaves before the first byte cancels the
+  // upstream call at once (the upstream sees the connection close).
+  while (!status && Clock::now() < wait_until && !call->done()) {
+    if (r.cancelled && r.cancelled()) {
+      call->Cancel();
+      info->outcome = Outcome::kOk;
+      return MakeError(ErrorCode::kAborted, "the client left before " + where + " answered");
+    }
+    status = call->WaitStatus(std::min(wait_until, Clock::now() + std::chrono::milliseconds(100)));
+  }
   info->http_status = status;
   if (status == 0) {
     call->Cancel();

@@ -34,8 +34,11 @@ class RemoteBackend final : public serve::Backend {
   // cooling), kUnavailable (every key revoked), kRateLimited, kUpstream (5xx,
   // connect, broken), kTimeout, kInvalidArgument (the upstream said 4xx: the
   // request is wrong, do not retry). `info` says what happened.
-  Result<std::unique_ptr<serve::Completion>> StartAttempt(const serve::GenerationRequest& r,
-                                                          AttemptInfo* info);
+  // `deadline` (the route's) also bounds the wait for the status; a request
+  // whose `cancelled` turns true stops waiting with kAborted.
+  Result<std::unique_ptr<serve::Completion>> StartAttempt(
+      const serve::GenerationRequest& r, AttemptInfo* info,
+      serve::Clock::time_point deadline = serve::Clock::time_point::max());
   Result<std::unique_ptr<serve::Completion>> Start(const serve::GenerationRequest& r) override {
     AttemptInfo info;
     return StartAttempt(r, &info);

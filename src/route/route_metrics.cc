@@ -34,6 +34,12 @@ std::string Labels(std::initializer_list<std::pair<const char*, std::string>> kv
   return out;
 }
 
+std::string CodeLabel(ErrorCode c) {
+  std::string s = ErrorCodeName(c);
+  for (char& ch : s) ch = ch == ' ' ? '_' : ch;
+  return s;
+}
+
 void RouteMetrics::Add(const char* name, const std::string& labels, double v) {
   std::lock_guard<std::mutex> lock(mu_);
   counters_[name][labels] += v;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "serve/metrics.h"
+#include "util/result.h"
 
 namespace hone::route {
 
@@ -27,6 +28,8 @@ inline constexpr const char* kTtftError = "hone:route_ttft_prediction_error_seco
 
 // {"route", "support"}, {"target", "local:qwen"} -> route="support",target="local:qwen"
 std::string Labels(std::initializer_list<std::pair<const char*, std::string>> kv);
+// An error code as a label value: "upstream failure" -> "upstream_failure".
+std::string CodeLabel(ErrorCode c);
 
 class RouteMetrics {
  public:

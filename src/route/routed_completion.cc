@@ -56,7 +56,7 @@ serve::CompletionEvent RoutedCompletion::Next(Clock::time_point deadline) {
                      TargetLabel().c_str());
         router_->metrics().Add(series::kRecoveries,
                                Labels({{"route", route_->name}, {"from", from}, {"to", TargetLabel()}}));
-        note_ += " recovered_from=" + from + " target=" + TargetLabel();
+        note_ += " continued_on=" + TargetLabel() + " after=" + from;
         continue;  // read on from the new target
       }
       std::fprintf(stderr, "[hone] route %s: %s broke after %zu bytes and no target could continue: %s\n",
@@ -70,7 +70,7 @@ serve::CompletionEvent RoutedCompletion::Next(Clock::time_point deadline) {
     router_->metrics().Add(series::kRequests,
                            Labels({{"route", route_->name},
                                    {"target", TargetLabel()},
-                                   {"outcome", r.error ? ErrorCodeName(r.error->code) : "ok"}}));
+                                   {"outcome", r.error ? CodeLabel(r.error->code) : std::string("ok")}}));
     return e;
   }
 }

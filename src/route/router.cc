@@ -91,7 +91,7 @@ Result<Router::TargetTry> Router::TryTarget(const RouteConfig& route, const Targ
     if (!c) {
       metrics_.Add(
           series::kRequests,
-          Labels({{"route", route.name}, {"target", target}, {"outcome", ErrorCodeName(c.error().code)}}));
+          Labels({{"route", route.name}, {"target", target}, {"outcome", CodeLabel(c.error().code)}}));
       return c.error();
     }
     out.completion = std::move(*c);
@@ -110,7 +110,7 @@ Result<Router::TargetTry> Router::TryTarget(const RouteConfig& route, const Targ
     }
     ++out.attempts;
     AttemptInfo info;
-    auto c = up->StartAttempt(r, &info);
+    auto c = up->StartAttempt(r, &info, deadline);
     if (!info.key_fingerprint.empty())
       metrics_.Add(series::kKeyRequests, Labels({{"upstream", t.upstream},
                                                  {"key", info.key_fingerprint},
@@ -120,14 +120,20 @@ Result<Router::TargetTry> Router::TryTarget(const RouteConfig& route, const Targ
       return out;
     }
     last = c.error();
+    if (last.code == ErrorCode::kAborted) return last;  // the client left: nothing to retry for
     metrics_.Add(series::kRequests,
                  Labels({{"route", route.name}, {"target", target}, {"outcome", OutcomeName(info.outcome)}}));
     if (Stoppable(last)) return last;
     if (c.error().code == ErrorCode::kBusy && info.outcome == Outcome::kOk) return last;  // at max_concurrent
-    if (info.outcome == Outcome::kAuth && !up->keys().AllRevoked()) {
+    // A bad key (401/403, now revoked) or a rate-limited one (429, now cooling)
+    // is not the upstream's failure: another key that is usable now goes at once.
+    const bool key_fault =
+        (info.outcome == Outcome::kAuth && !up->keys().AllRevoked()) ||
+        (info.outcome == Outcome::kRateLimited && !up->keys().empty() && up->keys().SoonestAvailable() <= 0);
+    if (key_fault) {
       metrics_.Add(series::kRetries,
                    Labels({{"route", route.name}, {"target", target}, {"reason", "next_key"}}));
-      --attempt;  // a bad key is not the upstream's failure: the next key at once
+      --attempt;
       if (out.attempts > 16) break;
       continue;
     }
@@ -141,7 +147,14 @@ Result<Router::TargetTry> Router::TryTarget(const RouteConfig& route, const Targ
     if (Clock::now() + std::chrono::duration_cast<Clock::duration>(Dur(wait)) > deadline) break;
     metrics_.Add(series::kRetries,
                  Labels({{"route", route.name}, {"target", target}, {"reason", OutcomeName(info.outcome)}}));
-    std::this_thread::sleep_for(Dur(wait));
+    // The backoff in slices: a client that leaves meanwhile ends it.
+    const auto wake = Clock::now() + std::chrono::duration_cast<Clock::duration>(Dur(wait));
+    while (Clock::now() < wake) {
+      if (r.cancelled && r.cancelled())
+        return MakeError(ErrorCode::kAborted, "the client left during a retry's backoff");
+      std::this_thread::sleep_for(
+          std::min<Clock::duration>(wake - Clock::now(), std::chrono::milliseconds(50)));
+    }
   }
   return last;
 }
@@ -158,7 +171,8 @@ Result<std::unique_ptr<serve::Completion>> Router::Start(const serve::Generation
   std::string overflow;
   std::vector<std::string> failures;
   int attempts = 0;
-  bool all_unavailable = true;
+  bool all_unavailable = true;  // every target refused with kUnavailable or kRateLimited
+  bool any_rate_limited = false;
   int retry_after = 0;
   const bool has_remote =
       std::any_of(route.targets.begin(), route.targets.end(), [](auto& t) { return !t.local(); });
@@ -193,13 +207,16 @@ Result<std::unique_ptr<serve::Completion>> Router::Start(const serve::Generation
     auto tt = TryTarget(route, t, r, deadline);
     if (tt) return finish(i, std::move(*tt));
     const Error& e = tt.error();
-    if (Stoppable(e)) return e;
+    if (Stoppable(e) || e.code == ErrorCode::kAborted) return e;
     if (t.local() && e.code == ErrorCode::kBusy) {
       overflow = "queue_full";
       ++st->overflowed;
       metrics_.Add(series::kOverflow, Labels({{"route", route.name}, {"reason", "queue_full"}}));
     }
-    if (e.code != ErrorCode::kUnavailable) all_unavailable = false;
+    if (e.code == ErrorCode::kRateLimited)
+      any_rate_limited = true;
+    else if (e.code != ErrorCode::kUnavailable)
+      all_unavailable = false;
     if (e.retry_after_s > 0)
       retry_after = retry_after ? std::min(retry_after, e.retry_after_s) : e.retry_after_s;
     failures.push_back(t.Label() + ": " + e.message);
@@ -217,7 +234,10 @@ Result<std::unique_ptr<serve::Completion>> Router::Start(const serve::Generation
   }
   std::string why = "route '" + route.name + "': no target could serve the request";
   for (const std::string& f : failures) why += "; " + f;
-  Error e = MakeError(all_unavailable ? ErrorCode::kUnavailable : ErrorCode::kUpstream, why);
+  Error e = MakeError(!all_unavailable   ? ErrorCode::kUpstream
+                      : any_rate_limited ? ErrorCode::kRateLimited
+                                         : ErrorCode::kUnavailable,
+                      why);
   e.retry_after_s = std::max(1, retry_after);
   metrics_.Add(series::kRequests, Labels({{"route", route.name}, {"target", "none"}, {"outcome", "failed"}}));
   return e;

@@ -76,6 +76,10 @@ struct GenerationRequest {
   // rather than answered (vLLM's continue_final_message; the router uses it to
   // resume a stream that broke on another target).
   bool continue_final = false;
+  // True once the caller no longer wants the answer (its client left). A
+  // backend that waits before it can hand out a Completion (an upstream's
+  // first byte, a retry's backoff) checks it and gives up with kAborted.
+  std::function<bool()> cancelled;
 };
 
 struct Usage {

@@ -1,0 +1,160 @@
+#!/usr/bin/env node
+// Overflow: the support-chat workload (a ~300-token shared system prompt, a
+// ~30-token user turn, 128 generated tokens, streamed) from 16 clients at once
+// against `hone serve` with a local model on this machine and a simulated
+// cloud (tests/node/fake_upstream.mjs: TTFT 300 ms, 60 tok/s per stream,
+// timers only, so it costs no local CPU). Three setups, in the same run:
+//   local      the local model only;
+//   on-errors  local, then the cloud only when the local server refuses (a
+//              full queue answers 429), as gateways spill;
+//   hone       local_first with ttft_slo: the router sends a request to the
+//              cloud before it queues locally when the scheduler predicts a
+//              time to first token over the SLO.
+// Reports TTFT p50/p99 against the SLO, how busy the local engine stayed, the
+// share of requests and tokens the cloud served, and lost requests.
+//
+// Usage: node bench/overflow.mjs [--model M.gguf] [--clients 16] [--requests 4] [--slo 1.5]
+import { spawn, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { startFakeUpstream } from '../tests/node/fake_upstream.mjs';
+
+const root = path.resolve(import.meta.dirname, '..');
+const arg = (n, d) => { const i = process.argv.indexOf('--' + n); return i > 0 ? process.argv[i + 1] : d; };
+const HONE = arg('hone', path.join(root, 'build/hone'));
+const CLIENTS = Number(arg('clients', 16));
+const PER_CLIENT = Number(arg('requests', 4));
+const SLO = Number(arg('slo', 1.5));
+const SLOTS = Number(arg('slots', 4));
+const MAX_QUEUE = Number(arg('max-queue', 8));
+let MODEL = arg('model', '');
+if (!MODEL) {
+  const dir = path.join(root, 'models');
+  MODEL = path.join(dir, 'qwen2.5-0.5b.Q4_K_M.gguf');
+  if (!fs.existsSync(MODEL)) execFileSync('bash', [path.join(root, 'scripts/main-job.sh')], { stdio: 'inherit', env: { ...process.env, MODELS_DIR: dir } });
+}
+const SYSTEM = ('You are the support assistant of a web shop. Answer politely, in two or three sentences, ' +
+  'cite the order number when the customer gives one, never promise refunds without a ticket, and ask for the ' +
+  'order number when it is missing. ').repeat(6);
+const TURNS = ['Where is my order 1234?', 'I want to return the blue shoes I bought last week.',
+  'My package arrived damaged, what can I do?', 'Can I change the delivery address of order 9876?'];
+const pct = (xs, q) => { const s = [...xs].sort((a, b) => a - b); return s.length ? s[Math.min(s.length - 1, Math.floor(q * s.length))] : NaN; };
+const port = () => 20000 + Math.floor(Math.random() * 20000);
+
+async function metricsText(url) { return (await fetch(url + '/metrics')).text(); }
+function sum(text, name, filter = '') {
+  let t = 0;
+  for (const line of text.split('\n')) if (line.startsWith(name + '{') && line.includes(filter)) t += Number(line.split(' ').pop());
+  return t;
+}
+
+async function runSetup(name, toml, up) {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'hone-overflow-'));
+  fs.writeFileSync(path.join(tmp, 'hone.toml'), toml);
+  const p = port();
+  const proc = spawn(HONE, ['serve', '--config', path.join(tmp, 'hone.toml'), '-m', MODEL, '--port', String(p),
+    '--slots', String(SLOTS), '--max-queue', String(MAX_QUEUE), '--ctx', '1024', '--quiet', 'true'], { stdio: 'ignore' });
+  const url = `http://127.0.0.1:${p}`;
+  for (let i = 0; i < 200; ++i) { try { if ((await fetch(url + '/health')).ok) break; } catch {} await new Promise((r) => setTimeout(r, 100)); }
+  const model = path.basename(MODEL, '.gguf');
+  // Warm-up: load the model and cache the system prompt.
+  await fetch(url + '/v1/chat/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ model, messages: [{ role: 'system', content: SYSTEM }, { role: 'user', content: 'hi' }], max_tokens: 4 }) });
+  await up.reset();
+  await up.script({ default: { ttft_ms: 300, tokens_per_s: 60, tokens: 128 } });
+  let busySamples = 0, samples = 0, running = 0;
+  const sampler = setInterval(async () => {
+    try {
+      const m = await metricsText(url);
+      running = sum(m, 'hone:num_requests_running');
+      ++samples; if (running > 0) ++busySamples;
+    } catch {}
+  }, 250);
+  const before = await metricsText(url);
+  const ttfts = [], lost = [];
+  let cloudReq = 0, totalTok = 0;
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: CLIENTS }, async (_, c) => {
+    for (let k = 0; k < PER_CLIENT; ++k) {
+      const s = performance.now();
+      try {
+        const res = await fetch(url + '/v1/chat/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+          body: JSON.stringify({ model: 'support', stream: true, max_tokens: 128, temperature: 0.7,
+            messages: [{ role: 'system', content: SYSTEM }, { role: 'user', content: TURNS[(c + k) % TURNS.length] }] }) });
+        if (res.status !== 200) { lost.push(`HTTP ${res.status}`); await res.text(); continue; }
+        const reader = res.body.getReader();
+        const dec = new TextDecoder();
+        let first = null, buf = '', ok = false, tokens = 0;
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buf += dec.decode(value, { stream: true });
+          let i;
+          while ((i = buf.indexOf('\n\n')) >= 0) {
+            const ev = buf.slice(0, i); buf = buf.slice(i + 2);
+            if (ev === 'data: [DONE]') { ok = true; continue; }
+            if (!ev.startsWith('data: ')) continue;
+            const j = JSON.parse(ev.slice(6));
+            if (j.error) { lost.push('stream error'); continue; }
+            const d = j.choices?.[0]?.delta?.content;
+            if (d) { if (first === null) first = performance.now(); ++tokens; }
+          }
+        }
+        if (!ok) lost.push('no [DONE]');
+        totalTok += tokens;
+        if (first !== null) ttfts.push((first - s) / 1000);
+      } catch (e) { lost.push(String(e)); }
+    }
+  }));
+  const seconds = (performance.now() - t0) / 1000;
+  clearInterval(sampler);
+  const after = await metricsText(url);
+  const localTok = sum(after, 'hone:generation_tokens_total', model) - sum(before, 'hone:generation_tokens_total', model);
+  cloudReq = (await up.log()).filter((e) => e.path.endsWith('/chat/completions')).length;
+  const log = await up.log();
+  const cloudTok = log.reduce((a, e) => a + (e.status === 200 ? Math.min(128, e.max_tokens ?? 128) : 0), 0);
+  const predErr = [];
+  for (const line of after.split('\n')) if (line.startsWith('hone:route_ttft_prediction_error_seconds_sum')) predErr.push(line);
+  proc.kill('SIGTERM');
+  const total = CLIENTS * PER_CLIENT;
+  return { setup: name, requests: total, seconds, ttft_p50_s: pct(ttfts, 0.5), ttft_p99_s: pct(ttfts, 0.99),
+           ttft_p99_vs_slo: pct(ttfts, 0.99) / SLO, local_busy: samples ? busySamples / samples : 0,
+           cloud_request_share: cloudReq / total, cloud_token_share: cloudTok / Math.max(1, cloudTok + localTok),
+           local_tokens: localTok, cloud_tokens_est: cloudTok, lost: lost.length, lost_reasons: [...new Set(lost)],
+           prediction_error: predErr };
+}
+
+const up = await startFakeUpstream();
+const cloud = `[[upstream]]\nname = "cloud"\nbase_url = "${up.url}/v1"\napi_keys = ["sk-bench"]\nmax_concurrent = 256\n`;
+const model = path.basename(MODEL, '.gguf');
+const setups = [
+  ['local', `[[route]]\nname = "support"\ntargets = ["local:${model}"]\npolicy = "failover"\n`],
+  ['on-errors', cloud + `[[route]]\nname = "support"\ntargets = ["local:${model}", "cloud:m"]\npolicy = "failover"\n`],
+  ['hone', cloud + `[[route]]\nname = "support"\ntargets = ["local:${model}", "cloud:m"]\npolicy = "local_first"\nttft_slo = "${SLO}s"\n`],
+];
+const results = [];
+for (const [name, toml] of setups) {
+  process.stderr.write(`== ${name}\n`);
+  const r = await runSetup(name, toml, up);
+  process.stderr.write(JSON.stringify(r) + '\n');
+  results.push(r);
+}
+await up.close();
+const host = os.hostname().split('.')[0];
+const stamp = new Date().toISOString().replace(/[-:]/g, '').slice(0, 13).replace('T', '-');
+const out = { benchmark: 'overflow: local only vs spill on errors vs hone local_first', date: new Date().toISOString(),
+  machine: { cpu: os.cpus()[0]?.model, cores: os.cpus().length }, model: path.relative(root, MODEL), clients: CLIENTS,
+  requests_per_client: PER_CLIENT, slo_s: SLO, slots: SLOTS, max_queue: MAX_QUEUE, cloud: 'TTFT 300 ms, 60 tok/s (timers)', results };
+const base = path.join(root, 'bench/results', `overflow-${host}-${stamp}`);
+fs.writeFileSync(base + '.json', JSON.stringify(out, null, 2));
+const md = [`# ${out.benchmark}`, '', `- date: ${out.date}`, `- machine: ${out.machine.cpu}, ${out.machine.cores} CPUs`,
+  `- local model \`${out.model}\`, ${SLOTS} slots, max queue ${MAX_QUEUE}; simulated cloud: ${out.cloud}`,
+  `- ${CLIENTS} streaming clients x ${PER_CLIENT} requests: ~300-token shared system prompt, ~30-token user turn, 128 tokens; TTFT SLO ${SLO} s`,
+  `- command: \`node bench/overflow.mjs --clients ${CLIENTS} --requests ${PER_CLIENT} --slo ${SLO}\``, '',
+  '| setup | TTFT p50 s | TTFT p99 s | p99 / SLO | local busy | cloud requests | cloud tokens | lost | wall s |', '|---|---|---|---|---|---|---|---|---|'];
+for (const r of results)
+  md.push(`| ${r.setup} | ${r.ttft_p50_s.toFixed(2)} | ${r.ttft_p99_s.toFixed(2)} | ${r.ttft_p99_vs_slo.toFixed(2)} | ${(100 * r.local_busy).toFixed(0)}% | ` +
+          `${(100 * r.cloud_request_share).toFixed(0)}% | ${(100 * r.cloud_token_share).toFixed(0)}% | ${r.lost} | ${r.seconds.toFixed(0)} |`);
+fs.writeFileSync(base + '.md', md.join('\n') + '\n');
+console.log(md.join('\n'));
