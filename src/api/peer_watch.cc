@@ -1,6 +1,15 @@
 #include "api/peer_watch.h"
 
+#include <arpa/inet.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -63,7 +72,57 @@ Seen Find(const std::vector<Connection>& table, int local_port, int remote_port)
   return listener ? Seen::kAbsent : Seen::kUnknown;
 }
 
+// The kernel's TCP sockets of one address family over NETLINK_SOCK_DIAG: the
+// same facts as /proc/net/tcp in binary, without the kernel formatting text
+// (reading /proc/net/tcp took ~10 ms on a 2-core VM, once per new connection
+// and under the snapshot's lock). False when netlink is not allowed here.
+bool DumpTcpSockets(int family, std::vector<Connection>* out) {
+  int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+  if (fd < 0) return false;
+  struct {
+    nlmsghdr nlh;
+    inet_diag_req_v2 req;
+  } msg{};
+  msg.nlh.nlmsg_len = sizeof msg;
+  msg.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  msg.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+  msg.req.sdiag_family = static_cast<uint8_t>(family);
+  msg.req.sdiag_protocol = IPPROTO_TCP;
+  msg.req.idiag_states = ~0u;
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  bool ok = sendto(fd, &msg, sizeof msg, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) >= 0;
+  alignas(nlmsghdr) char buf[32768];
+  while (ok) {
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) {
+      ok = false;
+      break;
+    }
+    int len = static_cast<int>(n);
+    for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+      if (h->nlmsg_type == NLMSG_DONE) {
+        close(fd);
+        return true;
+      }
+      if (h->nlmsg_type == NLMSG_ERROR) {
+        ok = false;
+        break;
+      }
+      const auto* m = static_cast<const inet_diag_msg*>(NLMSG_DATA(h));
+      char state[3];
+      std::snprintf(state, sizeof state, "%02X", m->idiag_state);  // as /proc/net/tcp writes it
+      out->push_back({ntohs(m->id.idiag_sport), ntohs(m->id.idiag_dport), state});
+    }
+  }
+  close(fd);
+  return false;
+}
+
 std::vector<Connection> ReadKernelTable() {
+  std::vector<Connection> out;
+  if (DumpTcpSockets(AF_INET, &out) && DumpTcpSockets(AF_INET6, &out)) return out;
+  // No netlink (a sandbox): the same table as text.
   std::string table;
   for (const char* path : {"/proc/net/tcp", "/proc/net/tcp6"}) {
     std::ifstream in(path);
