@@ -90,8 +90,11 @@ HttpServer::HttpServer(const serve::ServeConfig& config, std::vector<std::string
       metrics_(metrics),
       http_(std::make_unique<httplib::Server>()) {
   // Every streaming client holds a worker thread; leave room beyond the slots.
-  const int workers = std::max(32, config_.slots * 4 + config_.max_queue / 2);
-  http_->new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
+  // Read when Run starts, so AddWorkers (the router's upstream streams) counts.
+  http_->new_task_queue = [this] {
+    const int workers = std::max(32, config_.slots * 4 + config_.max_queue / 2) + extra_workers_.load();
+    return new httplib::ThreadPool(workers);
+  };
   // Without TCP_NODELAY a response written as headers then body waits for
   // the client's delayed ACK (40 ms on Linux) on every kept-alive connection.
   http_->set_tcp_nodelay(true);

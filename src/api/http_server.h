@@ -38,6 +38,9 @@ class HttpServer {
   void SetReady(bool ready) { ready_ = ready; }
   // The router's views, when there is one (set before Run): GET /hone/routes
   // answers routes_json(); /metrics appends what metrics() writes.
+  // More HTTP workers for requests that do not wait on a local slot (the
+  // router's upstream streams): each holds a worker for its whole life.
+  void AddWorkers(int n) { extra_workers_ += n; }
   void SetRouterViews(std::function<std::string()> routes_json, std::function<void(std::string*)> metrics) {
     routes_json_ = std::move(routes_json);
     router_metrics_ = std::move(metrics);
@@ -55,7 +58,8 @@ class HttpServer {
   serve::Metrics& metrics_;
   std::unique_ptr<httplib::Server> http_;
   std::atomic<bool> ready_{false};
-  std::atomic<int> port_{0};                          // bound port, for the disconnect check
+  std::atomic<int> port_{0};  // bound port, for the disconnect check
+  std::atomic<int> extra_workers_{0};
   std::function<std::string()> routes_json_;          // set before Run, then read only
   std::function<void(std::string*)> router_metrics_;  // set before Run, then read only
 };

@@ -121,6 +121,7 @@ int Serve(const ServeArgs& a) {
     server.SetRouterViews([&router] { return router->RoutesJson(); },
                           [&router](std::string* out) { router->RenderMetrics(out); });
     router->StartHealthChecks();
+    server.AddWorkers(std::min(512, router->UpstreamConcurrency()));
   }
   auto port = server.Bind();
   if (!port) return Fail(port.error().ToString());

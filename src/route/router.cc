@@ -279,6 +279,12 @@ Result<std::string> Router::Load(const std::string& model, std::optional<double>
   return model;
 }
 
+int Router::UpstreamConcurrency() const {
+  long n = 0;
+  for (const auto& [name, up] : upstreams_) n += up->config().max_concurrent;
+  return static_cast<int>(std::min(n, 100000L));
+}
+
 void Router::StartHealthChecks() {
   if (upstreams_.empty() || health_.joinable()) return;
   health_ = std::thread([this] { HealthLoop(); });

@@ -55,6 +55,8 @@ class Router final : public serve::Backend {
   // The router's /metrics series, gauges included.
   void RenderMetrics(std::string* out) const;
   bool empty() const { return routes_.empty(); }
+  // Streams the upstreams may carry at once (their max_concurrent, summed).
+  int UpstreamConcurrency() const;
 
   // For RoutedCompletion: starts one target (with retries for an upstream).
   struct TargetTry {
