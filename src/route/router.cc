@@ -173,6 +173,8 @@ Result<std::unique_ptr<serve::Completion>> Router::Start(const serve::Generation
   int attempts = 0;
   bool all_unavailable = true;  // every target refused with kUnavailable or kRateLimited
   bool any_rate_limited = false;
+  std::optional<ErrorCode> same_code;  // set while every failure had this code
+  bool mixed = false;
   int retry_after = 0;
   const bool has_remote =
       std::any_of(route.targets.begin(), route.targets.end(), [](auto& t) { return !t.local(); });
@@ -189,7 +191,9 @@ Result<std::unique_ptr<serve::Completion>> Router::Start(const serve::Generation
   for (size_t pos = 0; pos < order.size(); ++pos) {
     const size_t i = order[pos];
     const Target& t = route.targets[i];
+    std::unique_lock<std::mutex> admitting;
     if (t.local() && route.policy == Policy::kLocalFirst && has_remote) {
+      admitting = std::unique_lock<std::mutex>(st->admit_mu);
       auto f = local_.Predict(ForTarget(r, t));
       std::string why;
       if (f.load.queue_full)
@@ -205,6 +209,7 @@ Result<std::unique_ptr<serve::Completion>> Router::Start(const serve::Generation
       }
     }
     auto tt = TryTarget(route, t, r, deadline);
+    if (admitting) admitting.unlock();  // queued (or refused): the next forecast sees it
     if (tt) return finish(i, std::move(*tt));
     const Error& e = tt.error();
     if (Stoppable(e) || e.code == ErrorCode::kAborted) return e;
@@ -220,6 +225,8 @@ Result<std::unique_ptr<serve::Completion>> Router::Start(const serve::Generation
     if (e.retry_after_s > 0)
       retry_after = retry_after ? std::min(retry_after, e.retry_after_s) : e.retry_after_s;
     failures.push_back(t.Label() + ": " + e.message);
+    if (same_code && *same_code != e.code) mixed = true;
+    same_code = e.code;
     ++attempts;
   }
   // Every other target failed: a slow local answer beats none.
@@ -234,9 +241,10 @@ Result<std::unique_ptr<serve::Completion>> Router::Start(const serve::Generation
   }
   std::string why = "route '" + route.name + "': no target could serve the request";
   for (const std::string& f : failures) why += "; " + f;
-  Error e = MakeError(!all_unavailable   ? ErrorCode::kUpstream
-                      : any_rate_limited ? ErrorCode::kRateLimited
-                                         : ErrorCode::kUnavailable,
+  Error e = MakeError(!mixed && same_code ? *same_code
+                      : !all_unavailable  ? ErrorCode::kUpstream
+                      : any_rate_limited  ? ErrorCode::kRateLimited
+                                          : ErrorCode::kUnavailable,
                       why);
   e.retry_after_s = std::max(1, retry_after);
   metrics_.Add(series::kRequests, Labels({{"route", route.name}, {"target", "none"}, {"outcome", "failed"}}));

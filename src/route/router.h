@@ -75,6 +75,9 @@ class Router final : public serve::Backend {
     RouteConfig config;
     std::atomic<long> requests{0};
     std::atomic<long> overflowed{0};
+    // Held from a local forecast until that request is in the scheduler's
+    // queue: a burst of requests must not all read the same empty queue.
+    std::mutex admit_mu;
   };
   RouteState* Find(const std::string& name) const;
   RemoteBackend* Upstream(const std::string& name) const;

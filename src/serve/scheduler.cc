@@ -281,12 +281,26 @@ void Scheduler::Measure(double seconds, int prefill_tokens, int generating) {
   std::lock_guard<std::mutex> lock(view_mu_);
   if (prefill_tokens == 0 && generating > 0) {
     step_s_ += kAlpha * (seconds - step_s_);
+    if (step_s_by_n_.size() <= static_cast<size_t>(generating)) step_s_by_n_.resize(generating + 1, 0);
+    double& s = step_s_by_n_[generating];
+    s = s == 0 ? seconds : s + kAlpha * (seconds - s);
   } else if (prefill_tokens > 0) {
     // A mixed step costs about one decode step plus its prompt tokens.
-    const double base = generating > 0 ? step_s_ : 0;
+    const double base = generating > 0 ? StepSeconds(generating) : 0;
     const double per = std::max(1e-6, (seconds - base) / prefill_tokens);
     prefill_s_per_token_ += kAlpha * (per - prefill_s_per_token_);
   }
+}
+
+double Scheduler::StepSeconds(int n) const {
+  // The measured step nearest in size, scaled by ~10% a sequence (decode on a
+  // CPU is memory-bound: one more stream costs a little, not a whole step).
+  int best = -1;
+  for (int m = 1; m < static_cast<int>(step_s_by_n_.size()); ++m) {
+    if (step_s_by_n_[m] > 0 && (best < 0 || std::abs(m - n) < std::abs(best - n))) best = m;
+  }
+  if (best < 0) return step_s_;
+  return step_s_by_n_[best] * (1 + 0.1 * (n - best));
 }
 
 void Scheduler::Publish() {
@@ -311,7 +325,9 @@ LoadForecast Scheduler::Forecast(const std::vector<engine::Token>& prompt, int m
   }
   std::lock_guard<std::mutex> lock(view_mu_);
   f.prefill_tps = 1.0 / prefill_s_per_token_;
-  f.step_s = step_s_;
+  // Steps while this request waits and prefills carry every busy slot.
+  const double step_s = StepSeconds(std::min(opt_.slots, f.active + f.waiting + 1));
+  f.step_s = step_s;
   // The best cached prefix in any slot: the slot itself, or a copy from it.
   size_t cached = 0;
   for (const SlotView& s : view_) {
@@ -331,7 +347,7 @@ LoadForecast Scheduler::Forecast(const std::vector<engine::Token>& prompt, int m
     if (!s.job) continue;
     const double prefill =
         (s.job->prompt.size() - std::min(s.prefilled, s.job->prompt.size())) * prefill_s_per_token_;
-    frees.push_back(prefill + remaining_answer(*s.job, s.generated) * step_s_);
+    frees.push_back(prefill + remaining_answer(*s.job, s.generated) * step_s);
   }
   std::sort(frees.begin(), frees.end());
   const int free_slots = std::max(0, opt_.slots - static_cast<int>(frees.size()));
@@ -343,7 +359,7 @@ LoadForecast Scheduler::Forecast(const std::vector<engine::Token>& prompt, int m
         waiting_prompts.empty()
             ? prompt.size()
             : std::accumulate(waiting_prompts.begin(), waiting_prompts.end(), 0.0) / waiting_prompts.size();
-    const double job_s = avg_prompt * prefill_s_per_token_ + avg_completion_ * step_s_;
+    const double job_s = avg_prompt * prefill_s_per_token_ + avg_completion_ * step_s;
     if (need <= static_cast<int>(frees.size())) {
       wait = frees[need - 1];
     } else {
@@ -355,10 +371,10 @@ LoadForecast Scheduler::Forecast(const std::vector<engine::Token>& prompt, int m
   // when slots are busy, alone otherwise.
   const bool shared = !frees.empty() || ahead > 0;
   const double own = shared
-                         ? std::ceil(f.uncached_tokens / static_cast<double>(opt_.prefill_chunk)) * step_s_ +
+                         ? std::ceil(f.uncached_tokens / static_cast<double>(opt_.prefill_chunk)) * step_s +
                                f.uncached_tokens * prefill_s_per_token_
                          : f.uncached_tokens * prefill_s_per_token_;
-  f.ttft_s = wait + own + step_s_;  // and the step that samples the first token
+  f.ttft_s = wait + own + step_s;  // and the step that samples the first token
   (void)max_tokens;
   return f;
 }

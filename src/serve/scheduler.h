@@ -140,7 +140,11 @@ class Scheduler {
   std::vector<SlotView> view_;          // GUARDED_BY(view_mu_)
   double prefill_s_per_token_ = 0.005;  // GUARDED_BY(view_mu_): EWMA, a guess until measured
   double step_s_ = 0.05;                // GUARDED_BY(view_mu_): EWMA of a decode-only step
-  double avg_completion_ = 64;          // GUARDED_BY(view_mu_): EWMA of finished answers' tokens
+  // GUARDED_BY(view_mu_): EWMA of a decode-only step by how many sequences it
+  // carried (index n; 0 = not measured yet): a step with 8 streams costs more.
+  std::vector<double> step_s_by_n_;
+  double StepSeconds(int n) const;  // needs view_mu_
+  double avg_completion_ = 64;      // GUARDED_BY(view_mu_): EWMA of finished answers' tokens
   std::thread thread_;
 };
 
