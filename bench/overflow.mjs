@@ -54,7 +54,10 @@ async function runSetup(name, toml, up) {
   fs.writeFileSync(path.join(tmp, 'hone.toml'), toml);
   const p = port();
   const proc = spawn(HONE, ['serve', '--config', path.join(tmp, 'hone.toml'), '-m', MODEL, '--port', String(p),
-    '--slots', String(SLOTS), '--max-queue', String(MAX_QUEUE), '--ctx', '1024', '--quiet', 'true'], { stdio: 'ignore' });
+    '--slots', String(SLOTS), '--max-queue', String(MAX_QUEUE), '--ctx', '1024'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  // The request log lines (JSON on stderr) say which target served each request and its TTFT.
+  let logText = '';
+  proc.stderr.on('data', (d) => { logText += d; });
   const url = `http://127.0.0.1:${p}`;
   for (let i = 0; i < 200; ++i) { try { if ((await fetch(url + '/health')).ok) break; } catch {} await new Promise((r) => setTimeout(r, 100)); }
   const model = path.basename(MODEL, '.gguf');
@@ -117,12 +120,23 @@ async function runSetup(name, toml, up) {
   const predErr = [];
   for (const line of after.split('\n')) if (line.startsWith('hone:route_ttft_prediction_error_seconds_sum')) predErr.push(line);
   proc.kill('SIGTERM');
+  const byTarget = {};
+  for (const line of logText.split('\n')) {
+    if (!line.startsWith('{')) continue;
+    let j;
+    try { j = JSON.parse(line); } catch { continue; }
+    if (!j.route || j.path !== '/v1/chat/completions' || j.ttft_ms === undefined) continue;
+    const m = / target=(\S+)/.exec(j.route);
+    const t = m ? (m[1].startsWith('local:') ? 'local' : 'cloud') : 'unknown';
+    (byTarget[t] ||= []).push(j.ttft_ms / 1000);
+  }
+  const ttft_by_target = Object.fromEntries(Object.entries(byTarget).map(([k, v]) => [k, { n: v.length, p50_s: pct(v, 0.5), p99_s: pct(v, 0.99) }]));
   const total = CLIENTS * PER_CLIENT;
   return { setup: name, requests: total, seconds, ttft_p50_s: pct(ttfts, 0.5), ttft_p99_s: pct(ttfts, 0.99),
            ttft_p99_vs_slo: pct(ttfts, 0.99) / SLO, local_busy: samples ? busySamples / samples : 0,
            cloud_request_share: cloudReq / total, cloud_token_share: cloudTok / Math.max(1, cloudTok + localTok),
            local_tokens: localTok, cloud_tokens_est: cloudTok, lost: lost.length, lost_reasons: [...new Set(lost)],
-           prediction_error: predErr };
+           prediction_error: predErr, server_ttft_by_target: ttft_by_target };
 }
 
 const up = await startFakeUpstream();
@@ -152,9 +166,10 @@ const md = [`# ${out.benchmark}`, '', `- date: ${out.date}`, `- machine: ${out.m
   `- local model \`${out.model}\`, ${SLOTS} slots, max queue ${MAX_QUEUE}; simulated cloud: ${out.cloud}`,
   `- ${CLIENTS} streaming clients x ${PER_CLIENT} requests: ~300-token shared system prompt, ~30-token user turn, 128 tokens; TTFT SLO ${SLO} s`,
   `- command: \`node bench/overflow.mjs --clients ${CLIENTS} --requests ${PER_CLIENT} --slo ${SLO}\``, '',
-  '| setup | TTFT p50 s | TTFT p99 s | p99 / SLO | local busy | cloud requests | cloud tokens | lost | wall s |', '|---|---|---|---|---|---|---|---|---|'];
+  '| setup | TTFT p50 s | TTFT p99 s | p99 / SLO | local busy | cloud requests | cloud tokens | lost | wall s | server-side TTFT p50/p99 s by target |', '|---|---|---|---|---|---|---|---|---|---|'];
 for (const r of results)
   md.push(`| ${r.setup} | ${r.ttft_p50_s.toFixed(2)} | ${r.ttft_p99_s.toFixed(2)} | ${r.ttft_p99_vs_slo.toFixed(2)} | ${(100 * r.local_busy).toFixed(0)}% | ` +
-          `${(100 * r.cloud_request_share).toFixed(0)}% | ${(100 * r.cloud_token_share).toFixed(0)}% | ${r.lost} | ${r.seconds.toFixed(0)} |`);
+          `${(100 * r.cloud_request_share).toFixed(0)}% | ${(100 * r.cloud_token_share).toFixed(0)}% | ${r.lost} | ${r.seconds.toFixed(0)} | ` +
+          Object.entries(r.server_ttft_by_target).map(([k, v]) => `${k} (${v.n}): ${v.p50_s.toFixed(2)}/${v.p99_s.toFixed(2)}`).join(', ') + ' |');
 fs.writeFileSync(base + '.md', md.join('\n') + '\n');
 console.log(md.join('\n'));

@@ -1,6 +1,7 @@
 #include "serve/registry.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -14,7 +15,9 @@ namespace fs = std::filesystem;
 class RegistryTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = hone::testing::TempPath("registry_test");
+    // One folder per test process: CTest runs this fixture's tests in parallel,
+    // and one's TearDown must not remove the folder another is reading.
+    dir_ = hone::testing::TempPath("registry_test-" + std::to_string(getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     hone::testing::WriteFile(dir_ + "/alpha.Q4_K_M.gguf", "x");
