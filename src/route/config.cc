@@ -29,6 +29,9 @@ Status GetSeconds(const toml::table& t, const char* key, const std::string& wher
     return Bad(where, std::string(key) + " must be a duration like \"30s\"");
   }
   if (*out < 0) return Bad(where, std::string(key) + " must not be negative");
+  const std::string k = key;
+  if (*out == 0 && k.find("timeout") != std::string::npos)
+    return Bad(where, k + " must be more than 0 (a timeout of 0 would end every request at once)");
   return {};
 }
 

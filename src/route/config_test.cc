@@ -82,6 +82,7 @@ TEST(RouterConfig, MistakesAreNamedPrecisely) {
       {"[[upstream]]\nname='local'\nbase_url='http://x'\n", "cannot be an upstream"},
       {"[[upstream]]\nname='c'\nbase_url='http://x'\napi_keys_env='NOPE'\n", "NOPE, which is not set"},
       {"[[upstream]]\nname='c'\nbase_url='http://x'\nidle_timeout='3 parsecs'\n", "unknown unit"},
+      {"[[upstream]]\nname='c'\nbase_url='http://x'\nfirst_byte_timeout='0s'\n", "must be more than 0"},
       {"[[upstream]]\nname='c'\nbase_url='http://x'\n[[upstream]]\nname='c'\nbase_url='http://y'\n",
        "defined twice"},
       {"[[route]]\nname='r'\ntargets=['nowhere:m']\n", "names no [[upstream]] 'nowhere'"},

@@ -133,6 +133,7 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) {
     size_t sp = line.find(' ');
     c->status = sp == std::string::npos ? 0 : std::atoi(line.c_str() + sp + 1);
     c->headers.clear();
+    c->headers_done = false;
   } else if (line.empty()) {
     if (c->status >= 200) {
       c->headers_done = true;
@@ -193,6 +194,9 @@ struct HttpClient::Loop {
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &OnHeader);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, c.get());
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    // Behind a proxy, "HTTP/1.1 200 Connection established" and its blank
+    // line are not the upstream's answer.
+    curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
     // No Accept-Encoding: a server that gzips a token stream holds tokens
     // back in its compressor, which costs the client its time to first token.
     if (!s.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, s.ca_file.c_str());

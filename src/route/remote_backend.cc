@@ -3,6 +3,7 @@
 #include <deque>
 #include <nlohmann/json.hpp>
 
+#include "route/keyring.h"
 #include "route/sse.h"
 
 namespace hone::route {
@@ -13,6 +14,13 @@ using serve::Clock;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// A count an upstream reports, or 0 when it is absent, null or not a number
+// (json::value would throw on a null).
+int IntField(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number_integer() ? it->get<int>() : 0;
+}
+
 int RetryAfter(const HttpCall& call) {
   const std::string v = call.Header("retry-after");
   if (v.empty()) return 0;
@@ -21,8 +29,19 @@ int RetryAfter(const HttpCall& call) {
   return end != v.c_str() && s > 0 ? static_cast<int>(std::min(s, 3600L)) : 1;
 }
 
-// The upstream's own words from an error body ({"error":{"message":...}}), short.
-std::string UpstreamMessage(const std::string& body) {
+// Some providers echo the key they were sent in an error message: never let
+// one reach a client, a log line or a metric.
+std::string Redact(std::string text, const std::vector<std::string>& keys) {
+  for (const std::string& k : keys) {
+    if (k.size() < 4) continue;
+    for (size_t at; (at = text.find(k)) != std::string::npos;) text.replace(at, k.size(), KeyFingerprint(k));
+  }
+  return text;
+}
+
+// The upstream's own words from an error body ({"error":{"message":...}}),
+// short, with any configured key replaced by its fingerprint.
+std::string UpstreamMessage(const std::string& body, const std::vector<std::string>& keys) {
   auto j = json::parse(body, nullptr, false);
   std::string m;
   if (j.is_object() && j.contains("error")) {
@@ -32,18 +51,20 @@ std::string UpstreamMessage(const std::string& body) {
                                                                            : "";
   }
   if (m.empty()) m = body.substr(0, 200);
-  return m;
+  return Redact(m, keys);
 }
 
 // Reads one streamed choice: SSE events in, text pieces and the end out.
 class RemoteCompletion final : public serve::Completion {
  public:
   RemoteCompletion(std::unique_ptr<HttpCall> call, std::string model,
-                   std::shared_ptr<std::atomic<int>> in_flight, Breaker* breaker, Clock::time_point start)
+                   std::shared_ptr<std::atomic<int>> in_flight, Breaker* breaker,
+                   const std::vector<std::string>* keys, Clock::time_point start)
       : call_(std::move(call)),
         model_(std::move(model)),
         in_flight_(std::move(in_flight)),
         breaker_(breaker),
+        keys_(keys),
         start_(start) {}
   ~RemoteCompletion() override {
     call_->Cancel();
@@ -83,15 +104,15 @@ class RemoteCompletion final : public serve::Completion {
       return;
     }
     if (j.contains("error")) {
-      stream_error_ = "the upstream reported an error mid-stream: " + UpstreamMessage(e.data);
+      stream_error_ = "the upstream reported an error mid-stream: " + UpstreamMessage(e.data, *keys_);
       return;
     }
     if (j.contains("usage") && j["usage"].is_object()) {
       const json& u = j["usage"];
-      usage_.prompt_tokens = u.value("prompt_tokens", 0);
-      usage_.completion_tokens = u.value("completion_tokens", 0);
+      usage_.prompt_tokens = IntField(u, "prompt_tokens");
+      usage_.completion_tokens = IntField(u, "completion_tokens");
       if (u.contains("prompt_tokens_details") && u["prompt_tokens_details"].is_object())
-        usage_.cached_tokens = u["prompt_tokens_details"].value("cached_tokens", 0);
+        usage_.cached_tokens = IntField(u["prompt_tokens_details"], "cached_tokens");
       got_usage_ = true;
     }
     if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) return;
@@ -148,6 +169,7 @@ class RemoteCompletion final : public serve::Completion {
   const std::string model_;
   std::shared_ptr<std::atomic<int>> in_flight_;
   Breaker* breaker_;
+  const std::vector<std::string>* keys_;  // the upstream's, for redaction
   const Clock::time_point start_;
   SseParser sse_;
   std::deque<serve::CompletionEvent> events_;
@@ -256,6 +278,10 @@ Result<std::unique_ptr<serve::Completion>> RemoteBackend::StartAttempt(const ser
   }
   info->key_fingerprint = key->fingerprint;
   const auto start = Clock::now();
+  if (start >= route_deadline) {
+    info->outcome = Outcome::kTimeout;
+    return MakeError(ErrorCode::kTimeout, where + ": the route's deadline passed before this attempt");
+  }
   const std::string path = r.chat ? "/chat/completions" : "/completions";
   std::unique_ptr<HttpCall> call =
       http_.Start(Spec(path, OpenAiBody(r, UpstreamModel(r.model), config_.continuation), key->key));
@@ -273,12 +299,19 @@ Result<std::unique_ptr<serve::Completion>> RemoteBackend::StartAttempt(const ser
     }
     status = call->WaitStatus(std::min(wait_until, Clock::now() + std::chrono::milliseconds(100)));
   }
+  if (!status && call->done()) status = call->WaitStatus(Clock::now());
   info->http_status = status;
   if (status == 0) {
     call->Cancel();
     const bool timeout = call->error() == TransportError::kTimeout || !call->done();
     info->outcome = timeout ? Outcome::kTimeout : Outcome::kConnect;
-    breaker_.Failure();
+    // Cut short by the route's deadline, not by this upstream's own timeout:
+    // no verdict on the upstream.
+    const bool cut_by_route =
+        !call->done() && Clock::now() >= route_deadline &&
+        route_deadline < start + std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(config_.first_byte_timeout_s));
+    if (!cut_by_route) breaker_.Failure();
     return MakeError(timeout ? ErrorCode::kTimeout : ErrorCode::kUpstream,
                      where + (timeout ? ": no response in time" : ": cannot connect") +
                          (call->error_text().empty() ? "" : " (" + call->error_text() + ")"));
@@ -287,7 +320,7 @@ Result<std::unique_ptr<serve::Completion>> RemoteBackend::StartAttempt(const ser
   if (info->outcome != Outcome::kOk) {
     const std::string body = call->ReadAll(Clock::now() + std::chrono::seconds(2));
     const std::string said =
-        where + " answered HTTP " + std::to_string(status) + ": " + UpstreamMessage(body);
+        where + " answered HTTP " + std::to_string(status) + ": " + UpstreamMessage(body, config_.keys);
     const int retry_after = RetryAfter(*call);
     Error e{ErrorCode::kUpstream, said};
     switch (info->outcome) {
@@ -312,7 +345,7 @@ Result<std::unique_ptr<serve::Completion>> RemoteBackend::StartAttempt(const ser
   }
   release.n = nullptr;  // the completion gives the slot back when it ends
   return std::unique_ptr<serve::Completion>(
-      new RemoteCompletion(std::move(call), r.model, in_flight_count_, &breaker_, start));
+      new RemoteCompletion(std::move(call), r.model, in_flight_count_, &breaker_, &config_.keys, start));
 }
 
 Result<serve::Embeddings> RemoteBackend::Embed(const serve::EmbeddingRequest& r,
@@ -333,14 +366,24 @@ Result<serve::Embeddings> RemoteBackend::Embed(const serve::EmbeddingRequest& r,
   const std::string text = call->ReadAll(deadline);
   if (status != 200)
     return MakeError(ErrorCode::kUpstream, "upstream '" + config_.name + "' answered HTTP " +
-                                               std::to_string(status) + ": " + UpstreamMessage(text));
+                                               std::to_string(status) + ": " +
+                                               UpstreamMessage(text, config_.keys));
   auto j = json::parse(text, nullptr, false);
   if (!j.is_object() || !j.contains("data") || !j["data"].is_array())
     return MakeError(ErrorCode::kUpstream, "upstream '" + config_.name + "' sent no embeddings");
   serve::Embeddings out;
   out.model = r.model;
-  for (const json& d : j["data"]) out.vectors.push_back(d.value("embedding", std::vector<float>{}));
-  if (j.contains("usage") && j["usage"].is_object()) out.prompt_tokens = j["usage"].value("prompt_tokens", 0);
+  for (const json& d : j["data"]) {
+    auto e = d.is_object() ? d.find("embedding") : d.end();
+    if (!d.is_object() || e == d.end() || !e->is_array())
+      return MakeError(ErrorCode::kUpstream,
+                       "upstream '" + config_.name + "' sent an embedding that is not a float array");
+    std::vector<float> v;
+    for (const json& x : *e) v.push_back(x.is_number() ? x.get<float>() : 0.f);
+    out.vectors.push_back(std::move(v));
+  }
+  if (j.contains("usage") && j["usage"].is_object())
+    out.prompt_tokens = IntField(j["usage"], "prompt_tokens");
   return out;
 }
 
@@ -361,7 +404,8 @@ Status RemoteBackend::CheckHealth() {
   s.first_byte_timeout_s = std::min(s.first_byte_timeout_s, 10.0);
   auto call = http_.Start(s);
   const int status = call->WaitStatus(Clock::now() + std::chrono::seconds(15));
-  if (status == 401 || status == 403) keys_.Rejected(key->index, status);
+  // A key refused on the models list may still be good for completions
+  // (restricted scopes): a health check reports, it never revokes a key.
   if (status >= 200 && status < 300) return {};
   return MakeError(ErrorCode::kUpstream,
                    status ? "HTTP " + std::to_string(status) : "unreachable: " + call->error_text());

@@ -81,7 +81,10 @@ bool RoutedCompletion::Recover(const Error& why, Clock::time_point) {
   const bool resume = !emitted_.empty();
   if (resume) {
     if (request_.chat) {
-      next.messages.push_back({"assistant", emitted_});
+      if (request_.continue_final && !next.messages.empty() && next.messages.back().role == "assistant")
+        next.messages.back().content += emitted_;  // the client's own prefix, continued further
+      else
+        next.messages.push_back({"assistant", emitted_});
       next.continue_final = true;
     } else if (request_.prompts.size() == 1) {
       next.prompts[0] += emitted_;

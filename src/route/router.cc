@@ -12,6 +12,17 @@ namespace {
 using serve::Clock;
 using Dur = std::chrono::duration<double>;
 
+// A URL as /hone/routes may show it: no user:password@, no query string
+// (either can carry a credential).
+std::string PublicUrl(std::string url) {
+  if (auto q = url.find('?'); q != std::string::npos) url.erase(q);
+  const size_t scheme = url.find("://");
+  const size_t host = scheme == std::string::npos ? 0 : scheme + 3;
+  const size_t at = url.find('@', host), slash = url.find('/', host);
+  if (at != std::string::npos && (slash == std::string::npos || at < slash)) url.erase(host, at + 1 - host);
+  return url;
+}
+
 bool Stoppable(const Error& e) {
   // The request itself is wrong, or names nothing: no other target will do better.
   return e.code == ErrorCode::kInvalidArgument || e.code == ErrorCode::kNotFound;
@@ -195,6 +206,7 @@ Result<std::unique_ptr<serve::Completion>> Router::Start(const serve::Generation
     if (t.local() && route.policy == Policy::kLocalFirst && has_remote) {
       admitting = std::unique_lock<std::mutex>(st->admit_mu);
       auto f = local_.Predict(ForTarget(r, t));
+      if (!f.loaded) admitting.unlock();  // a cold load must not hold up the route
       std::string why;
       if (f.load.queue_full)
         why = "queue_full";
@@ -265,7 +277,11 @@ Result<serve::Embeddings> Router::Embed(const serve::EmbeddingRequest& r,
       last = e.error();
     } else if (RemoteBackend* up = Upstream(t.upstream); up && up->breaker().Allow()) {
       auto e = up->Embed(er, cancelled);
-      if (e) return e;
+      if (e) {
+        up->breaker().Success();
+        return e;
+      }
+      up->breaker().Failure();
       last = e.error();
     }
     if (Stoppable(last)) return last;
@@ -344,7 +360,7 @@ std::string Router::RoutesJson() const {
         tj["breaker_retry_after_s"] = up->breaker().RetryAfter();
         tj["in_flight"] = up->in_flight();
         tj["max_concurrent"] = up->config().max_concurrent;
-        tj["base_url"] = up->config().base_url;
+        tj["base_url"] = PublicUrl(up->config().base_url);
         tj["continuation"] = up->config().continuation;
         json keys = json::array();
         for (const KeyView& k : up->keys().Snapshot()) {

@@ -209,6 +209,12 @@ void Scheduler::Admit() {
 }
 
 void Scheduler::Step() {
+  // Every exit publishes: a step that ends the last job (a cancel, a
+  // timeout) must not leave Forecast counting it as running.
+  struct PublishOnExit {
+    Scheduler* s;
+    ~PublishOnExit() { s->Publish(); }
+  } publish{this};
   const auto now = Clock::now();
   int seqs = 0;
   // 1. Every generating slot contributes its next token (or ends if cancelled).
@@ -273,7 +279,6 @@ void Scheduler::Step() {
     if (sp->job && sp->logits_index >= 0) OnToken(*sp, sp->sampler->Sample(*session_, sp->logits_index));
   }
   UpdateGauges();
-  Publish();
 }
 
 void Scheduler::Measure(double seconds, int prefill_tokens, int generating) {
@@ -350,7 +355,8 @@ LoadForecast Scheduler::Forecast(const std::vector<engine::Token>& prompt, int m
     frees.push_back(prefill + remaining_answer(*s.job, s.generated) * step_s);
   }
   std::sort(frees.begin(), frees.end());
-  const int free_slots = std::max(0, opt_.slots - static_cast<int>(frees.size()));
+  // A job admitted since the last publish holds a slot the view does not show yet.
+  const int free_slots = std::max(0, opt_.slots - std::max(static_cast<int>(frees.size()), f.active));
   double wait = 0;
   const int ahead = f.waiting;  // each takes a slot before this request does
   if (ahead >= free_slots) {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <thread>
 
 namespace hone {
 namespace {
@@ -22,13 +23,16 @@ ChildOutcome Supervise(pid_t pid, int fd, double timeout_s, size_t keep) {
   const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
   int status = 0;
   bool reaped = false;
+  bool pipe_open = true;  // false once the child closed its end: then no polling (it would spin)
   for (;;) {
     struct pollfd p {
       fd, POLLIN, 0
     };
     int ms = static_cast<int>(std::chrono::duration<double, std::milli>(deadline - Clock::now()).count());
     if (ms <= 0) break;
-    if (poll(&p, 1, std::min(ms, 50)) > 0) {
+    if (!pipe_open) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(ms, 20)));
+    } else if (poll(&p, 1, std::min(ms, 50)) > 0) {
       char buf[4096];
       ssize_t n = read(fd, buf, sizeof buf);
       if (n > 0) {
@@ -36,6 +40,7 @@ ChildOutcome Supervise(pid_t pid, int fd, double timeout_s, size_t keep) {
         if (r.output.size() > keep) r.output.erase(0, r.output.size() - keep);
         continue;
       }
+      if (n == 0) pipe_open = false;
     }
     pid_t w = waitpid(pid, &status, WNOHANG);
     if (w == pid) {
