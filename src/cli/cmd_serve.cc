@@ -1,5 +1,6 @@
 // `hone serve`: the OpenAI- and Ollama-compatible server. Settings come from
 // --config FILE (TOML), then HONE_* environment variables, then flags.
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +30,9 @@ api::HttpServer* g_server = nullptr;
 void OnSignal(int) {
   if (g_server) g_server->Stop();
 }
+// SIGHUP: reload the router's keys (read by the router's health thread).
+std::atomic<bool> g_reload{false};
+void OnHangup(int) { g_reload.store(true); }
 
 Result<serve::ServeConfig> BuildConfig(const ServeArgs& a) {
   serve::ServeConfig c;
@@ -120,6 +124,10 @@ int Serve(const ServeArgs& a) {
   if (router) {
     server.SetRouterViews([&router] { return router->RoutesJson(); },
                           [&router](std::string* out) { router->RenderMetrics(out); });
+    router->WatchReload(&g_reload, [config_file] {
+      return route::LoadRouterConfig(config_file, [](const char* n) { return std::getenv(n); });
+    });
+    std::signal(SIGHUP, OnHangup);
     router->StartHealthChecks();
     server.AddWorkers(std::min(512, router->UpstreamConcurrency()));
   }

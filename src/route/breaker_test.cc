@@ -86,12 +86,13 @@ TEST(Breaker, AProbeThatNeverReportsDoesNotHoldItHalfOpenForever) {
 TEST(KeyRing, RotatesCoolsDownOn429AndRevokesOn401) {
   double now = 0;
   KeyRing ring({"sk-a", "sk-b", "sk-c"}, [&] { return now; });
+  auto a = ring.Next(), b = ring.Next(), c = ring.Next();
+  EXPECT_EQ(a->key, "sk-a");
+  EXPECT_EQ(b->key, "sk-b");
+  EXPECT_EQ(c->key, "sk-c");
   EXPECT_EQ(ring.Next()->key, "sk-a");
-  EXPECT_EQ(ring.Next()->key, "sk-b");
-  EXPECT_EQ(ring.Next()->key, "sk-c");
-  EXPECT_EQ(ring.Next()->key, "sk-a");
-  ring.RateLimited(1, 5);  // sk-b cools for 5 s
-  ring.Rejected(2, 401);   // sk-c is out
+  ring.RateLimited(*b, 5);  // sk-b cools for 5 s
+  ring.Rejected(*c, 401);   // sk-c is out
   EXPECT_EQ(ring.Next()->key, "sk-a");
   EXPECT_EQ(ring.Next()->key, "sk-a");
   EXPECT_NEAR(ring.SoonestAvailable(), 0, 1e-9);
@@ -102,10 +103,24 @@ TEST(KeyRing, RotatesCoolsDownOn429AndRevokesOn401) {
   EXPECT_EQ(v[2].why, "HTTP 401");
   now = 5;
   EXPECT_EQ(ring.Next()->key, "sk-b");
-  ring.Rejected(0, 403);
-  ring.Rejected(1, 401);
+  ring.Rejected(*a, 403);
+  ring.Rejected(*b, 401);
   EXPECT_FALSE(ring.Next().has_value());
   EXPECT_TRUE(ring.AllRevoked());
+}
+
+TEST(KeyRing, AReloadBringsKeysBackAndStalePicksChangeNothing) {
+  KeyRing ring({"sk-a", "sk-b"});
+  auto a = ring.Next(), b = ring.Next();
+  ring.Rejected(*a, 401);
+  ring.Rejected(*b, 401);
+  ASSERT_TRUE(ring.AllRevoked());
+  ring.Replace({"sk-a", "sk-b", "sk-c"});
+  EXPECT_FALSE(ring.AllRevoked());
+  ring.Rejected(*a, 401);  // a report on a pick from the old list
+  for (const KeyView& k : ring.Snapshot()) EXPECT_EQ(k.health, KeyHealth::kOk) << k.fingerprint;
+  EXPECT_EQ(ring.Next()->key, "sk-a");
+  EXPECT_EQ(ring.Redact("bad key sk-c here"), "bad key " + KeyFingerprint("sk-c") + " here");
 }
 
 TEST(KeyRing, FingerprintsNeverContainTheKey) {

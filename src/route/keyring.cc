@@ -40,8 +40,8 @@ double Now(const KeyRing::ClockFn& clock) {
 }  // namespace
 
 std::optional<KeyRing::Pick> KeyRing::Next() {
-  if (keys_.empty()) return Pick{0, "", ""};
   std::lock_guard<std::mutex> lock(mu_);
+  if (keys_.empty()) return Pick{0, "", "", generation_};
   const double now = Now(clock_);
   for (size_t tried = 0; tried < keys_.size(); ++tried) {
     size_t i = (next_ + tried) % keys_.size();
@@ -49,24 +49,49 @@ std::optional<KeyRing::Pick> KeyRing::Next() {
     if (k.revoked || k.cool_until > now) continue;
     next_ = (i + 1) % keys_.size();
     ++k.uses;
-    return Pick{i, k.text, k.fingerprint};
+    return Pick{i, k.text, k.fingerprint, generation_};
   }
   return std::nullopt;
 }
 
-void KeyRing::RateLimited(size_t index, double retry_after_s) {
+void KeyRing::RateLimited(const Pick& p, double retry_after_s) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (index >= keys_.size()) return;
+  const size_t index = p.index;
+  if (p.generation != generation_ || index >= keys_.size()) return;
   keys_[index].cool_until = Now(clock_) + (retry_after_s > 0 ? retry_after_s : 1.0);
 }
 
-void KeyRing::Rejected(size_t index, int http_status) {
+void KeyRing::Rejected(const Pick& p, int http_status) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (index >= keys_.size() || keys_[index].revoked) return;
+  const size_t index = p.index;
+  if (p.generation != generation_ || index >= keys_.size() || keys_[index].revoked) return;
   keys_[index].revoked = true;
   keys_[index].why = "HTTP " + std::to_string(http_status);
   std::fprintf(stderr, "[hone] ALERT upstream key %s rejected with HTTP %d: out of rotation until reload\n",
                keys_[index].fingerprint.c_str(), http_status);
+}
+
+void KeyRing::Replace(std::vector<std::string> keys) {
+  std::lock_guard<std::mutex> lock(mu_);
+  keys_.clear();
+  for (auto& k : keys) keys_.push_back(Key{k, KeyFingerprint(k)});
+  next_ = 0;
+  ++generation_;
+}
+
+std::string KeyRing::Redact(std::string text) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Key& k : keys_) {
+    if (k.text.size() < 4) continue;
+    for (size_t at; (at = text.find(k.text)) != std::string::npos;)
+      text.replace(at, k.text.size(), k.fingerprint);
+  }
+  return text;
+}
+
+bool KeyRing::empty() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return keys_.empty();
 }
 
 bool KeyRing::AllRevoked() {

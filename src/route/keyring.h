@@ -35,14 +35,20 @@ class KeyRing {
     size_t index;
     std::string key;
     std::string fingerprint;
+    int generation = 0;  // which key list it came from (Replace starts a new one)
   };
   // The next key in rotation that is neither cooling nor revoked. With no
   // keys configured at all, a pick with an empty key (an upstream without
   // authentication). nullopt when every key is unusable now.
   std::optional<Pick> Next();
-  void RateLimited(size_t index, double retry_after_s);
-  void Rejected(size_t index, int http_status);
-  bool empty() const { return keys_.empty(); }
+  // Reports on a pick; ignored when the list was replaced since.
+  void RateLimited(const Pick& p, double retry_after_s);
+  void Rejected(const Pick& p, int http_status);
+  // A config reload: the new list, every key usable again.
+  void Replace(std::vector<std::string> keys);
+  // `text` with every current key replaced by its fingerprint.
+  std::string Redact(std::string text);
+  bool empty();
   bool AllRevoked();
   // Seconds until the first cooling key is usable again (0 if one is usable now).
   double SoonestAvailable();
@@ -59,8 +65,9 @@ class KeyRing {
   };
   ClockFn clock_;
   std::mutex mu_;
-  std::vector<Key> keys_;  // GUARDED_BY(mu_) for the mutable fields; the list itself is fixed
+  std::vector<Key> keys_;  // GUARDED_BY(mu_)
   size_t next_ = 0;        // GUARDED_BY(mu_)
+  int generation_ = 0;     // GUARDED_BY(mu_)
 };
 
 }  // namespace hone::route

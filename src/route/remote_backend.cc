@@ -29,19 +29,10 @@ int RetryAfter(const HttpCall& call) {
   return end != v.c_str() && s > 0 ? static_cast<int>(std::min(s, 3600L)) : 1;
 }
 
-// Some providers echo the key they were sent in an error message: never let
-// one reach a client, a log line or a metric.
-std::string Redact(std::string text, const std::vector<std::string>& keys) {
-  for (const std::string& k : keys) {
-    if (k.size() < 4) continue;
-    for (size_t at; (at = text.find(k)) != std::string::npos;) text.replace(at, k.size(), KeyFingerprint(k));
-  }
-  return text;
-}
-
 // The upstream's own words from an error body ({"error":{"message":...}}),
-// short, with any configured key replaced by its fingerprint.
-std::string UpstreamMessage(const std::string& body, const std::vector<std::string>& keys) {
+// short, with any configured key replaced by its fingerprint (some providers
+// echo the key they were sent: it must never reach a client, a log or a metric).
+std::string UpstreamMessage(const std::string& body, KeyRing& keys) {
   auto j = json::parse(body, nullptr, false);
   std::string m;
   if (j.is_object() && j.contains("error")) {
@@ -51,15 +42,15 @@ std::string UpstreamMessage(const std::string& body, const std::vector<std::stri
                                                                            : "";
   }
   if (m.empty()) m = body.substr(0, 200);
-  return Redact(m, keys);
+  return keys.Redact(m);
 }
 
 // Reads one streamed choice: SSE events in, text pieces and the end out.
 class RemoteCompletion final : public serve::Completion {
  public:
   RemoteCompletion(std::unique_ptr<HttpCall> call, std::string model,
-                   std::shared_ptr<std::atomic<int>> in_flight, Breaker* breaker,
-                   const std::vector<std::string>* keys, Clock::time_point start)
+                   std::shared_ptr<std::atomic<int>> in_flight, Breaker* breaker, KeyRing* keys,
+                   Clock::time_point start)
       : call_(std::move(call)),
         model_(std::move(model)),
         in_flight_(std::move(in_flight)),
@@ -169,7 +160,7 @@ class RemoteCompletion final : public serve::Completion {
   const std::string model_;
   std::shared_ptr<std::atomic<int>> in_flight_;
   Breaker* breaker_;
-  const std::vector<std::string>* keys_;  // the upstream's, for redaction
+  KeyRing* keys_;  // the upstream's, for redaction
   const Clock::time_point start_;
   SseParser sse_;
   std::deque<serve::CompletionEvent> events_;
@@ -320,17 +311,17 @@ Result<std::unique_ptr<serve::Completion>> RemoteBackend::StartAttempt(const ser
   if (info->outcome != Outcome::kOk) {
     const std::string body = call->ReadAll(Clock::now() + std::chrono::seconds(2));
     const std::string said =
-        where + " answered HTTP " + std::to_string(status) + ": " + UpstreamMessage(body, config_.keys);
+        where + " answered HTTP " + std::to_string(status) + ": " + UpstreamMessage(body, keys_);
     const int retry_after = RetryAfter(*call);
     Error e{ErrorCode::kUpstream, said};
     switch (info->outcome) {
       case Outcome::kRateLimited:
-        keys_.RateLimited(key->index, retry_after);
+        keys_.RateLimited(*key, retry_after);
         e.code = ErrorCode::kRateLimited;
         e.retry_after_s = retry_after > 0 ? retry_after : 1;
         break;
       case Outcome::kAuth:
-        keys_.Rejected(key->index, status);
+        keys_.Rejected(*key, status);
         e.code = ErrorCode::kUnavailable;
         break;
       case Outcome::kClient:
@@ -345,7 +336,7 @@ Result<std::unique_ptr<serve::Completion>> RemoteBackend::StartAttempt(const ser
   }
   release.n = nullptr;  // the completion gives the slot back when it ends
   return std::unique_ptr<serve::Completion>(
-      new RemoteCompletion(std::move(call), r.model, in_flight_count_, &breaker_, &config_.keys, start));
+      new RemoteCompletion(std::move(call), r.model, in_flight_count_, &breaker_, &keys_, start));
 }
 
 Result<serve::Embeddings> RemoteBackend::Embed(const serve::EmbeddingRequest& r,
@@ -366,8 +357,7 @@ Result<serve::Embeddings> RemoteBackend::Embed(const serve::EmbeddingRequest& r,
   const std::string text = call->ReadAll(deadline);
   if (status != 200)
     return MakeError(ErrorCode::kUpstream, "upstream '" + config_.name + "' answered HTTP " +
-                                               std::to_string(status) + ": " +
-                                               UpstreamMessage(text, config_.keys));
+                                               std::to_string(status) + ": " + UpstreamMessage(text, keys_));
   auto j = json::parse(text, nullptr, false);
   if (!j.is_object() || !j.contains("data") || !j["data"].is_array())
     return MakeError(ErrorCode::kUpstream, "upstream '" + config_.name + "' sent no embeddings");

@@ -52,6 +52,8 @@ class RemoteBackend final : public serve::Backend {
   Status CheckHealth();
 
   const UpstreamConfig& config() const { return config_; }
+  // A config reload: the upstream's keys again, revoked and cooling ones usable.
+  void ReloadKeys(std::vector<std::string> keys) { keys_.Replace(std::move(keys)); }
   Breaker& breaker() { return breaker_; }
   KeyRing& keys() { return keys_; }
   int in_flight() const { return in_flight_.load(); }

@@ -309,6 +309,22 @@ int Router::UpstreamConcurrency() const {
   return static_cast<int>(std::min(n, 100000L));
 }
 
+int Router::ReloadKeys(const RouterConfig& fresh) {
+  int n = 0;
+  for (const UpstreamConfig& u : fresh.upstreams) {
+    if (RemoteBackend* up = Upstream(u.name)) {
+      up->ReloadKeys(u.keys);
+      ++n;
+    }
+  }
+  return n;
+}
+
+void Router::WatchReload(std::atomic<bool>* pending, std::function<Result<RouterConfig>()> load) {
+  reload_pending_ = pending;
+  reload_load_ = std::move(load);
+}
+
 void Router::StartHealthChecks() {
   if (upstreams_.empty() || health_.joinable()) return;
   health_ = std::thread([this] { HealthLoop(); });
@@ -320,6 +336,17 @@ void Router::HealthLoop() {
   std::unique_lock<std::mutex> lock(health_mu_);
   while (!stopping_) {
     auto soonest = Clock::now() + std::chrono::seconds(1);
+    if (reload_pending_ && reload_pending_->exchange(false)) {
+      lock.unlock();
+      auto fresh = reload_load_();
+      if (!fresh)
+        std::fprintf(stderr, "[hone] config reload failed, keys unchanged: %s\n",
+                     fresh.error().message.c_str());
+      else
+        std::fprintf(stderr, "[hone] config reloaded: keys of %d upstream(s) back in rotation\n",
+                     ReloadKeys(*fresh));
+      lock.lock();
+    }
     for (auto& [name, up] : upstreams_) {
       if (Clock::now() < next[name]) {
         soonest = std::min(soonest, next[name]);

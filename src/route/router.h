@@ -49,6 +49,13 @@ class Router final : public serve::Backend {
 
   // Active health checks of every upstream, every health_interval.
   void StartHealthChecks();
+  // A config reload (SIGHUP): the keys of every upstream still named in the
+  // new config, revoked and cooling keys usable again. Routes and upstreams
+  // themselves change only with a restart. Returns how many were reloaded.
+  int ReloadKeys(const RouterConfig& fresh);
+  // Called from the health thread about once a second: when `pending` is
+  // set it is cleared and `load` is read and applied with ReloadKeys.
+  void WatchReload(std::atomic<bool>* pending, std::function<Result<RouterConfig>()> load);
   // GET /hone/routes: every route, target, breaker and key state (keys by
   // fingerprint only), and the overflow rate.
   std::string RoutesJson() const;
@@ -95,7 +102,9 @@ class Router final : public serve::Backend {
   std::mt19937 rng_;  // GUARDED_BY(rng_mu_): weighted draws and backoff jitter
   std::mutex health_mu_;
   std::condition_variable health_cv_;
-  bool stopping_ = false;  // GUARDED_BY(health_mu_)
+  bool stopping_ = false;                              // GUARDED_BY(health_mu_)
+  std::atomic<bool>* reload_pending_ = nullptr;        // set before StartHealthChecks
+  std::function<Result<RouterConfig>()> reload_load_;  // set before StartHealthChecks
   std::thread health_;
 };
 

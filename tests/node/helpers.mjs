@@ -50,6 +50,7 @@ export async function startServer(args = [], env = {}) {
   return {
     url,
     log: () => log,
+    signal: (sig) => proc.kill(sig),
     async stop() {
       if (proc.exitCode !== null) return;
       const exited = new Promise((r) => proc.on('exit', r));

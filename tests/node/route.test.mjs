@@ -455,6 +455,23 @@ test('every key rejected: the upstream is unavailable and the next target answer
   assert.equal((await chatPosts()).length, 2);
 });
 
+test('SIGHUP reloads the keys: revoked ones are back in rotation', { timeout: 30000 }, async () => {
+  await fresh({ default: { bad_keys: KEYS } });
+  await chat('auth-all');  // both keys of authz are now revoked
+  const before = routeTarget((await routes()).json, 'auth-all', 'authz:authz-m');
+  assert.deepEqual(before.keys.map((k) => k.health), ['revoked', 'revoked']);
+  await fresh({ default: { text: 'keys are back' } });
+  server.signal('SIGHUP');
+  const back = await poll(async () => {
+    const t = routeTarget((await routes()).json, 'auth-all', 'authz:authz-m');
+    return t.keys.every((k) => k.health === 'ok') ? t : null;
+  }, 5000);
+  assert.ok(back, 'every key ok again within 5 s of SIGHUP');
+  const r = await chat('auth-all');
+  assert.equal(r.choices[0].message.content, fixtureText('keys are back', 12));
+  assert.ok(server.log().includes('config reloaded'), 'the reload is logged');
+});
+
 test('connection refused: the next target (local) answers', { timeout: 30000 }, async () => {
   const expected = await localAnswer();
   const t0 = Date.now();
