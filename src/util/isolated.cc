@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 namespace hone {
@@ -86,60 +87,79 @@ std::string ChildOutcome::Describe() const {
   return "ended in an unknown way";
 }
 
-ChildOutcome RunForked(const std::function<int(std::string* message)>& fn, double timeout_s) {
+namespace {
+
+// A pipe for the child's report and a fork. In the parent: the child's pid
+// and the pipe's read end (non-blocking), or an outcome that says why not.
+struct Forked {
+  pid_t pid = -1;  // 0 in the child
+  int read_fd = -1, write_fd = -1;
+  std::optional<ChildOutcome> failed;
+};
+
+Forked ForkWithPipe() {
+  Forked f;
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return ChildOutcome{.output = std::strerror(errno)};
-  pid_t pid = fork();
-  if (pid < 0) {
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    f.failed = ChildOutcome{.output = std::strerror(errno)};
+    return f;
+  }
+  f.pid = fork();
+  if (f.pid < 0) {
     close(fds[0]);
     close(fds[1]);
-    return ChildOutcome{.output = std::string("fork failed: ") + std::strerror(errno)};
+    f.failed = ChildOutcome{.output = std::string("fork failed: ") + std::strerror(errno)};
+    return f;
   }
-  if (pid == 0) {
+  if (f.pid == 0) {
     close(fds[0]);
+    f.write_fd = fds[1];
+    return f;
+  }
+  close(fds[1]);
+  fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  f.read_fd = fds[0];
+  return f;
+}
+
+}  // namespace
+
+ChildOutcome RunForked(const std::function<int(std::string* message)>& fn, double timeout_s) {
+  Forked f = ForkWithPipe();
+  if (f.failed) return *f.failed;
+  if (f.pid == 0) {
     // The default action, so a fault kills the child with its real signal
     // even where the parent installed handlers.
     for (int s : {SIGILL, SIGSEGV, SIGBUS, SIGFPE, SIGABRT}) signal(s, SIG_DFL);
     std::string message;
     int code = fn(&message);
-    if (!message.empty()) (void)!write(fds[1], message.data(), message.size());
+    if (!message.empty()) (void)!write(f.write_fd, message.data(), message.size());
     _exit(code);  // no atexit handlers or static destructors of the parent's state
   }
-  close(fds[1]);
-  fcntl(fds[0], F_SETFL, O_NONBLOCK);
-  return Supervise(pid, fds[0], timeout_s, 64 * 1024);
+  return Supervise(f.pid, f.read_fd, timeout_s, 64 * 1024);
 }
 
 ChildOutcome RunProgram(const std::vector<std::string>& argv, double timeout_s, size_t tail_bytes) {
   if (argv.empty()) return ChildOutcome{.output = "no program given"};
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return ChildOutcome{.output = std::strerror(errno)};
-  std::vector<char*> args;
+  std::vector<char*> args;  // built before fork: the child may only make async-signal-safe calls
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  pid_t pid = fork();
-  if (pid < 0) {
-    close(fds[0]);
-    close(fds[1]);
-    return ChildOutcome{.output = std::string("fork failed: ") + std::strerror(errno)};
-  }
-  if (pid == 0) {
-    // Only async-signal-safe calls between fork and exec.
+  Forked f = ForkWithPipe();
+  if (f.failed) return *f.failed;
+  if (f.pid == 0) {
     int devnull = open("/dev/null", O_RDWR);
     if (devnull >= 0) {
       dup2(devnull, STDIN_FILENO);
       dup2(devnull, STDOUT_FILENO);
     }
-    dup2(fds[1], STDERR_FILENO);
+    dup2(f.write_fd, STDERR_FILENO);
     for (int s : {SIGILL, SIGSEGV, SIGBUS, SIGFPE, SIGABRT, SIGPIPE}) signal(s, SIG_DFL);
     execv(args[0], args.data());
     static const char kMsg[] = "exec failed\n";
     (void)!write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
     _exit(127);
   }
-  close(fds[1]);
-  fcntl(fds[0], F_SETFL, O_NONBLOCK);
-  return Supervise(pid, fds[0], timeout_s, tail_bytes);
+  return Supervise(f.pid, f.read_fd, timeout_s, tail_bytes);
 }
 
 }  // namespace hone
