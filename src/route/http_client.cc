@@ -74,13 +74,18 @@ HttpCall::Read HttpCall::Next(Clock::time_point deadline, std::string* out) {
   return impl_->done ? Read::kEnd : Read::kIdle;
 }
 
-std::string HttpCall::ReadAll(Clock::time_point deadline) {
+std::string HttpCall::ReadAll(Clock::time_point deadline, size_t max_bytes) {
   std::string all, piece;
   for (;;) {
     Read r = Next(deadline, &piece);
     if (r != Read::kData) break;
     all += piece;
     piece.clear();
+    if (all.size() > max_bytes) {
+      Cancel();
+      all.resize(max_bytes);
+      break;
+    }
   }
   return all;
 }

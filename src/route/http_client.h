@@ -48,7 +48,9 @@ class HttpCall {
   // whether it ended well). kIdle: the deadline passed with nothing new.
   Read Next(Clock::time_point deadline, std::string* out);
   // Everything left, until the end or the deadline.
-  std::string ReadAll(Clock::time_point deadline);
+  // At most max_bytes are kept; past them the call is cancelled (a hostile
+  // or broken upstream must not fill the memory).
+  std::string ReadAll(Clock::time_point deadline, size_t max_bytes = 64u << 20);
   void Cancel();
   bool done() const;
   TransportError error() const;

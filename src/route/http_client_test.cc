@@ -206,6 +206,16 @@ TEST(HttpClient, CancellingClosesTheConnectionSoTheUpstreamSeesIt) {
   EXPECT_TRUE(up.client_left());
 }
 
+TEST(HttpClient, ReadAllStopsAtItsLimitAndClosesTheConnection) {
+  Upstream up;
+  HttpClient client;
+  auto call = client.Start(Get(up.Url("/endless")));
+  ASSERT_EQ(call->WaitStatus(Clock::now() + 5s), 200);
+  EXPECT_EQ(call->ReadAll(Clock::now() + 10s, 5), "xxxxx");
+  for (int i = 0; i < 100 && !up.client_left(); ++i) std::this_thread::sleep_for(20ms);
+  EXPECT_TRUE(up.client_left()) << "the upstream saw the connection close";
+}
+
 // A CA, a server certificate for 127.0.0.1 signed by it, and `openssl s_server`.
 TEST(HttpClient, TlsWithASelfSignedCaFromTheConfig) {
   namespace fs = std::filesystem;

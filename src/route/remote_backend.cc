@@ -69,6 +69,12 @@ class RemoteCompletion final : public serve::Completion {
       if (r == HttpCall::Read::kIdle) return serve::CompletionEvent{};
       if (r == HttpCall::Read::kData) {
         for (const SseEvent& e : sse_.Feed(bytes)) Absorb(e);
+        // An event that never ends (no blank line, no newline) must not grow
+        // without bound: 1 MiB is far beyond any real chunk.
+        if (sse_.buffered() > (1u << 20) && stream_error_.empty()) {
+          stream_error_ = "the upstream sent an event of over 1 MiB";
+          call_->Cancel();
+        }
         if (sse_.done()) End();
       } else {
         End();
@@ -309,7 +315,7 @@ Result<std::unique_ptr<serve::Completion>> RemoteBackend::StartAttempt(const ser
   }
   info->outcome = ClassifyStatus(status);
   if (info->outcome != Outcome::kOk) {
-    const std::string body = call->ReadAll(Clock::now() + std::chrono::seconds(2));
+    const std::string body = call->ReadAll(Clock::now() + std::chrono::seconds(2), 64 << 10);
     const std::string said =
         where + " answered HTTP " + std::to_string(status) + ": " + UpstreamMessage(body, keys_);
     const int retry_after = RetryAfter(*call);

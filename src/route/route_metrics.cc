@@ -5,11 +5,7 @@
 namespace hone::route {
 namespace {
 
-std::string Num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
+std::string Num(double v) { return serve::MetricNumber(v); }
 
 std::vector<double> Bounds(const std::string& name) {
   if (name == series::kTtftError)  // signed: early (< 0) and late (> 0) predictions

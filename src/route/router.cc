@@ -90,14 +90,14 @@ serve::GenerationRequest Router::ForTarget(const serve::GenerationRequest& r, co
 }
 
 Result<Router::TargetTry> Router::TryTarget(const RouteConfig& route, const Target& t,
-                                            const serve::GenerationRequest& in, Clock::time_point deadline) {
+                                            const serve::GenerationRequest& in, Clock::time_point deadline,
+                                            std::optional<double> predicted_ttft_s) {
   const serve::GenerationRequest r = ForTarget(in, t);
   const std::string target = t.Label();
   TargetTry out;
   if (t.local()) {
     out.attempts = 1;
-    auto f = local_.Predict(r);
-    if (f.loaded) out.predicted_ttft_s = f.load.ttft_s;
+    out.predicted_ttft_s = predicted_ttft_s;
     auto c = local_.Start(r);
     if (!c) {
       metrics_.Add(
@@ -203,10 +203,12 @@ Result<std::unique_ptr<serve::Completion>> Router::Start(const serve::Generation
     const size_t i = order[pos];
     const Target& t = route.targets[i];
     std::unique_lock<std::mutex> admitting;
+    std::optional<double> predicted;
     if (t.local() && route.policy == Policy::kLocalFirst && has_remote) {
       admitting = std::unique_lock<std::mutex>(st->admit_mu);
       auto f = local_.Predict(ForTarget(r, t));
       if (!f.loaded) admitting.unlock();  // a cold load must not hold up the route
+      if (f.loaded) predicted = f.load.ttft_s;
       std::string why;
       if (f.load.queue_full)
         why = "queue_full";
@@ -220,7 +222,7 @@ Result<std::unique_ptr<serve::Completion>> Router::Start(const serve::Generation
         continue;
       }
     }
-    auto tt = TryTarget(route, t, r, deadline);
+    auto tt = TryTarget(route, t, r, deadline, predicted);
     if (admitting) admitting.unlock();  // queued (or refused): the next forecast sees it
     if (tt) return finish(i, std::move(*tt));
     const Error& e = tt.error();

@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -71,8 +72,10 @@ class Router final : public serve::Backend {
     int attempts = 0;
     std::optional<double> predicted_ttft_s;  // local targets: the scheduler's forecast
   };
+  // `predicted_ttft_s`: the local forecast Start already made (local targets),
+  // kept for the prediction-error histogram; no second forecast is made here.
   Result<TargetTry> TryTarget(const RouteConfig& route, const Target& t, const serve::GenerationRequest& r,
-                              serve::Clock::time_point deadline);
+                              serve::Clock::time_point deadline, std::optional<double> predicted_ttft_s = {});
   // Whether a target can continue a partial answer (local always can).
   bool CanContinue(const Target& t) const;
   RouteMetrics& metrics() { return metrics_; }

@@ -4,13 +4,15 @@
 #include <cstdio>
 
 namespace hone::serve {
-namespace {
-
-std::string Num(double v) {
+std::string MetricNumber(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.9g", v);
   return buf;
 }
+
+namespace {
+
+std::string Num(double v) { return MetricNumber(v); }
 
 std::string Label(const std::string& model) {
   std::string escaped;

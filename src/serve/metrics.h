@@ -11,6 +11,9 @@
 
 namespace hone::serve {
 
+// A sample value as the Prometheus text format writes it ("%.9g").
+std::string MetricNumber(double v);
+
 class Histogram {
  public:
   explicit Histogram(std::vector<double> bounds)
