@@ -1,7 +1,7 @@
 // A codec is one API flavour's wire format for one kind of endpoint: it parses
 // a JSON body into the neutral request of serve/backend.h and encodes what
-// comes back (text chunks, the end of a choice, the final frame, usage,
-// errors). It holds no request state and drives nothing: waiting, streaming,
+// comes back (text chunks, tool calls, the end of a choice, the final frame,
+// usage, errors). It holds no request state and drives nothing: waiting, streaming,
 // cancellation, logging and failure handling are the driver's (driver.h), the
 // same for every codec.
 //
@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -55,7 +56,24 @@ struct Answer {
 
 struct CollectedChoice {
   std::string text;
+  std::vector<serve::ToolCall> tool_calls;  // assembled from the stream's pieces
   serve::ChoiceResult result;
+};
+
+// The frames of one streamed answer. A codec makes one per stream, so an
+// encoder may keep what its API's events need (block indices, sequence
+// numbers, calls seen so far). An empty string writes nothing.
+class StreamEncoder {
+ public:
+  virtual ~StreamEncoder() = default;
+  virtual std::string Begin() { return ""; }  // before the first choice
+  virtual std::string ChoiceStart(size_t choice) { return ""; }
+  virtual std::string Text(size_t choice, const std::string& text) = 0;
+  virtual std::string ToolCall(size_t choice, const serve::ToolCallDelta& d) { return ""; }
+  virtual std::string ChoiceEnd(size_t choice, const serve::ChoiceResult& r) = 0;
+  virtual std::string End(const serve::Usage& total) = 0;
+  // A failure after the stream began (headers are gone): an error frame.
+  virtual std::string Failure(const Error& e) = 0;
 };
 
 // Chat and completions (OpenAI), chat and generate (Ollama).
@@ -66,16 +84,10 @@ class GenerationCodec : public Codec {
   virtual Result<ParsedGeneration> Parse(const json& body) const = 0;
   virtual std::string NewAnswerId() const { return ""; }
 
-  // Streaming: the content type and headers, then for each choice its start,
-  // text pieces and end, then the stream's end. An empty string writes nothing.
+  // Streaming: the content type and headers, then one encoder per stream.
   virtual std::string stream_content_type() const = 0;
   virtual std::map<std::string, std::string> stream_headers() const { return {}; }
-  virtual std::string ChoiceStart(const Answer&, size_t choice) const { return ""; }
-  virtual std::string Text(const Answer& a, size_t choice, const std::string& text) const = 0;
-  virtual std::string ChoiceEnd(const Answer& a, size_t choice, const serve::ChoiceResult& r) const = 0;
-  virtual std::string StreamEnd(const Answer& a, const serve::Usage& total) const = 0;
-  // A failure after the stream began (headers are gone): an error frame.
-  virtual std::string StreamError(const Error& e) const = 0;
+  virtual std::unique_ptr<StreamEncoder> NewStream(const Answer& a) const = 0;
 
   // Not streamed: the whole answer.
   virtual json Collected(const Answer& a, const std::vector<CollectedChoice>& choices,

@@ -38,6 +38,15 @@ void Abandon(serve::Completion& run, RequestLog* log) {
   }
 }
 
+// Tool calls arrive in pieces: the first names the call, the rest extend its arguments.
+void AddToolCallPiece(const serve::ToolCallDelta& d, std::vector<serve::ToolCall>* calls) {
+  if (calls->size() <= d.index) calls->resize(d.index + 1);
+  serve::ToolCall& c = (*calls)[d.index];
+  if (!d.id.empty()) c.id = d.id;
+  if (!d.name.empty()) c.name = d.name;
+  c.arguments += d.arguments;
+}
+
 HttpResponse Collect(const GenerationCodec& codec, serve::Completion& run, const Answer& answer,
                      const std::function<bool()>& client_gone) {
   HttpResponse res;
@@ -51,6 +60,9 @@ HttpResponse Collect(const GenerationCodec& codec, serve::Completion& run, const
         choices[e.choice].text += e.text;
         // No write would tell: ask the kernel (peer_watch.h).
         if (client_gone()) run.Cancel();
+        break;
+      case Kind::kToolCall:
+        AddToolCallPiece(e.tool, &choices[e.choice].tool_calls);
         break;
       case Kind::kChoiceEnd: {
         const bool left = e.result.finish == serve::FinishReason::kCancelled && client_gone();
@@ -77,16 +89,21 @@ HttpResponse Stream(const GenerationCodec& codec, std::shared_ptr<serve::Complet
   HttpResponse res;
   res.content_type = codec.stream_content_type();
   res.headers = codec.stream_headers();
-  res.stream = [&codec, run, answer, client_gone](const ChunkWriter& write, RequestLog* log) {
+  std::shared_ptr<StreamEncoder> enc = codec.NewStream(*answer);
+  res.stream = [enc, run, client_gone](const ChunkWriter& write, RequestLog* log) {
     // An empty frame writes nothing; a failed write means the client is gone.
     auto send = [&](const std::string& frame) { return frame.empty() || write(frame); };
-    if (run->choices() > 0 && !send(codec.ChoiceStart(*answer, 0))) return Abandon(*run, log);
+    if (!send(enc->Begin())) return Abandon(*run, log);
+    if (run->choices() > 0 && !send(enc->ChoiceStart(0))) return Abandon(*run, log);
     serve::Usage total;
     for (;;) {
       CompletionEvent e = run->Next(Clock::now() + kPoll);
       switch (e.kind) {
         case Kind::kText:
-          if (!write(codec.Text(*answer, e.choice, e.text))) return Abandon(*run, log);
+          if (!send(enc->Text(e.choice, e.text))) return Abandon(*run, log);
+          break;
+        case Kind::kToolCall:
+          if (!send(enc->ToolCall(e.choice, e.tool))) return Abandon(*run, log);
           break;
         case Kind::kIdle:
           // Queued or prefilling: writes alone would not notice a closed peer.
@@ -95,16 +112,16 @@ HttpResponse Stream(const GenerationCodec& codec, std::shared_ptr<serve::Complet
         case Kind::kChoiceEnd:
           LogChoice(run->model(), e.result, /*client_left=*/false, log);
           if (!e.result.ok()) {
-            write(codec.StreamError(*e.result.error));  // never a clean end after a failure
+            write(enc->Failure(*e.result.error));  // never a clean end after a failure
             return;
           }
-          if (!send(codec.ChoiceEnd(*answer, e.choice, e.result))) return;
+          if (!send(enc->ChoiceEnd(e.choice, e.result))) return;
           total += e.result.usage;
-          if (e.choice + 1 < run->choices() && !send(codec.ChoiceStart(*answer, e.choice + 1)))
+          if (e.choice + 1 < run->choices() && !send(enc->ChoiceStart(e.choice + 1)))
             return Abandon(*run, log);
           break;
         case Kind::kDone:
-          send(codec.StreamEnd(*answer, total));
+          send(enc->End(total));
           return;
       }
     }

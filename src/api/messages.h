@@ -14,6 +14,9 @@ namespace hone::api {
 // system, user, assistant, developer (read as system) and tool. Content is a
 // string or an array of content parts whose text parts are joined (images are
 // not supported); anything else reads as empty, as OpenAI's API treats it.
+// An assistant message may carry `tool_calls` (OpenAI's, with arguments as a
+// JSON string, or Ollama's, with an object); a tool message `tool_call_id`
+// and `name` (Ollama: `tool_name`).
 // Errors: kInvalidArgument, naming what is wrong.
 Result<std::vector<serve::Message>> ParseMessages(const nlohmann::json& messages);
 

@@ -4,6 +4,7 @@
 
 #include "api/json_fields.h"
 #include "api/messages.h"
+#include "api/tools.h"
 
 namespace hone::api::ollama {
 namespace {
@@ -75,6 +76,9 @@ Result<ParsedGeneration> GenerationCodec::Parse(const json& j) const {
       if (!messages) return messages.error();
       r.messages = std::move(*messages);
     }
+    auto tools = ParseTools(j, "tools", ToolForm::kNested);
+    if (!tools) return tools.error();
+    r.tools = std::move(*tools);
     p.load_only = r.messages.empty();
     return p;
   }
@@ -106,9 +110,22 @@ json GenerationCodec::Piece(const std::string& model, const std::string& text, b
   return j;
 }
 
+// Ollama's shape: arguments as an object, no id on the wire it reads.
+json ToolCallsJson(const std::vector<serve::ToolCall>& calls) {
+  json out = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    out.push_back(
+        {{"id", calls[i].id},
+         {"function",
+          {{"index", i}, {"name", calls[i].name}, {"arguments", ArgumentsObject(calls[i].arguments)}}}});
+  }
+  return out;
+}
+
 json GenerationCodec::Final(const Answer& a, const std::string& text, const serve::ChoiceResult& r) const {
   json j = Piece(a.model, text, true);
-  j["done_reason"] = serve::FinishReasonName(r.finish);
+  // Ollama reports a turn that called tools as "stop".
+  j["done_reason"] = r.finish == serve::FinishReason::kToolCalls ? "stop" : serve::FinishReasonName(r.finish);
   j.update({{"total_duration", Ns(std::chrono::duration<double>(serve::Clock::now() - a.start).count())},
             {"load_duration", Ns(a.load_seconds)},
             {"prompt_eval_count", r.usage.prompt_tokens},
@@ -118,21 +135,54 @@ json GenerationCodec::Final(const Answer& a, const std::string& text, const serv
   return j;
 }
 
-std::string GenerationCodec::Text(const Answer& a, size_t, const std::string& text) const {
-  return Dump(Piece(a.model, text, false)) + "\n";
-}
+namespace {
 
-std::string GenerationCodec::ChoiceEnd(const Answer& a, size_t, const serve::ChoiceResult& r) const {
-  return Dump(Final(a, "", r)) + "\n";
-}
+// NDJSON: a line per text piece, then the final statistics. Ollama streams a
+// tool call whole, in a message of its own, once it is complete: the pieces
+// are gathered here and sent when the choice ends.
+class Stream final : public StreamEncoder {
+ public:
+  Stream(const GenerationCodec& codec, const Answer& a) : codec_(codec), a_(a) {}
+  std::string Text(size_t, const std::string& text) override {
+    return Dump(codec_.Piece(a_.model, text, false)) + "\n";
+  }
+  std::string ToolCall(size_t, const serve::ToolCallDelta& d) override {
+    if (calls_.size() <= d.index) calls_.resize(d.index + 1);
+    if (!d.id.empty()) calls_[d.index].id = d.id;
+    if (!d.name.empty()) calls_[d.index].name = d.name;
+    calls_[d.index].arguments += d.arguments;
+    return "";
+  }
+  std::string ChoiceEnd(size_t, const serve::ChoiceResult& r) override {
+    std::string out;
+    if (!calls_.empty()) {
+      json j = codec_.Piece(a_.model, "", false);
+      if (j.contains("message")) j["message"]["tool_calls"] = ToolCallsJson(calls_);
+      out = Dump(j) + "\n";
+    }
+    return out + Dump(codec_.Final(a_, "", r)) + "\n";
+  }
+  std::string End(const serve::Usage&) override { return ""; }
+  std::string Failure(const Error& e) override { return Dump(json{{"error", e.message}}) + "\n"; }
 
-std::string GenerationCodec::StreamError(const Error& e) const {
-  return Dump(json{{"error", e.message}}) + "\n";
+ private:
+  const GenerationCodec& codec_;
+  const Answer a_;
+  std::vector<serve::ToolCall> calls_;
+};
+
+}  // namespace
+
+std::unique_ptr<StreamEncoder> GenerationCodec::NewStream(const Answer& a) const {
+  return std::make_unique<Stream>(*this, a);
 }
 
 json GenerationCodec::Collected(const Answer& a, const std::vector<CollectedChoice>& choices,
                                 const serve::Usage&) const {
-  return Final(a, choices.at(0).text, choices.at(0).result);
+  json j = Final(a, choices.at(0).text, choices.at(0).result);
+  if (chat_ && !choices.at(0).tool_calls.empty())
+    j["message"]["tool_calls"] = ToolCallsJson(choices.at(0).tool_calls);
+  return j;
 }
 
 json GenerationCodec::Loaded(const std::string& model, bool unloaded) const {

@@ -16,17 +16,16 @@ class GenerationCodec final : public api::GenerationCodec {
   explicit GenerationCodec(bool chat) : api::GenerationCodec(ApiFlavor::kOllama), chat_(chat) {}
   Result<ParsedGeneration> Parse(const json& body) const override;
   std::string stream_content_type() const override { return "application/x-ndjson"; }
-  std::string Text(const Answer& a, size_t choice, const std::string& text) const override;
-  std::string ChoiceEnd(const Answer& a, size_t choice, const serve::ChoiceResult& r) const override;
-  std::string StreamEnd(const Answer&, const serve::Usage&) const override { return ""; }
-  std::string StreamError(const Error& e) const override;
+  std::unique_ptr<StreamEncoder> NewStream(const Answer& a) const override;
   json Collected(const Answer& a, const std::vector<CollectedChoice>& choices,
                  const serve::Usage& total) const override;
   json Loaded(const std::string& model, bool unloaded) const override;
 
- private:
+  // One frame: a text piece (done = false) or the start of the final one.
   json Piece(const std::string& model, const std::string& text, bool done) const;
   json Final(const Answer& a, const std::string& text, const serve::ChoiceResult& r) const;
+
+ private:
   const bool chat_;
 };
 

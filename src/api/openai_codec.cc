@@ -2,6 +2,7 @@
 
 #include "api/json_fields.h"
 #include "api/messages.h"
+#include "api/tools.h"
 
 namespace hone::api::openai {
 namespace {
@@ -79,6 +80,14 @@ Result<ParsedGeneration> GenerationCodec::Parse(const json& j) const {
     auto cont = GetBool(j, "continue_final_message", &err_cont);
     if (!err_cont.ok()) return err_cont.error();
     r.continue_final = cont.value_or(false);
+    auto tools = ParseTools(j, "tools", ToolForm::kNested);
+    if (!tools) return tools.error();
+    r.tools = std::move(*tools);
+    auto choice = ParseToolChoice(j, r.tools);
+    if (!choice) return choice.error();
+    r.tool_choice = *choice;
+    if (auto v = GetBool(j, "parallel_tool_calls", &err_cont)) r.parallel_tool_calls = *v;
+    if (!err_cont.ok()) return err_cont.error();
     if (r.continue_final && (r.messages.empty() || r.messages.back().role != "assistant"))
       return BadRequest("'continue_final_message' needs the last message to be the assistant's");
     return p;
@@ -94,46 +103,83 @@ Result<ParsedGeneration> GenerationCodec::Parse(const json& j) const {
 
 std::string GenerationCodec::NewAnswerId() const { return NewId(chat_ ? "chatcmpl" : "cmpl"); }
 
-std::string GenerationCodec::Chunk(const Answer& a, size_t choice, json delta_or_text, json finish) const {
-  json c = {{"index", choice}, {"finish_reason", std::move(finish)}, {"logprobs", nullptr}};
-  c[chat_ ? "delta" : "text"] = std::move(delta_or_text);
-  json j = {{"id", a.id},
-            {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
-            {"created", a.created},
-            {"model", a.model},
-            {"choices", {c}}};
-  if (a.include_usage) j["usage"] = nullptr;
-  return Event(j);
-}
+namespace {
 
-std::string GenerationCodec::ChoiceStart(const Answer& a, size_t choice) const {
-  return chat_ ? Chunk(a, choice, json{{"role", "assistant"}, {"content", ""}}, nullptr) : "";
-}
+// One streamed answer: "data: {chunk}" events, then usage if asked, then [DONE].
+class Stream final : public StreamEncoder {
+ public:
+  Stream(const Answer& a, bool chat, ApiFlavor flavor) : a_(a), chat_(chat), flavor_(flavor) {}
 
-std::string GenerationCodec::Text(const Answer& a, size_t choice, const std::string& text) const {
-  return Chunk(a, choice, chat_ ? json{{"content", text}} : json(text), nullptr);
-}
-
-std::string GenerationCodec::ChoiceEnd(const Answer& a, size_t choice, const serve::ChoiceResult& r) const {
-  return Chunk(a, choice, chat_ ? json::object() : json(""), serve::FinishReasonName(r.finish));
-}
-
-std::string GenerationCodec::StreamEnd(const Answer& a, const serve::Usage& total) const {
-  std::string out;
-  if (a.include_usage) {
-    out = Event({{"id", a.id},
-                 {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
-                 {"created", a.created},
-                 {"model", a.model},
-                 {"choices", json::array()},
-                 {"usage", UsageJson(total)}});
+  std::string ChoiceStart(size_t choice) override {
+    return chat_ ? Chunk(choice, json{{"role", "assistant"}, {"content", ""}}, nullptr) : "";
   }
-  return out + "data: [DONE]\n\n";
+  std::string Text(size_t choice, const std::string& text) override {
+    return Chunk(choice, chat_ ? json{{"content", text}} : json(text), nullptr);
+  }
+  // OpenAI's shape: the first piece of a call carries id, type and name with
+  // empty arguments; later pieces carry only index and more arguments.
+  std::string ToolCall(size_t choice, const serve::ToolCallDelta& d) override {
+    if (!chat_) return "";
+    json call = {{"index", d.index}};
+    json fn = {{"arguments", d.arguments}};
+    if (!d.name.empty()) {
+      call["id"] = d.id;
+      call["type"] = "function";
+      fn["name"] = d.name;
+    }
+    call["function"] = fn;
+    return Chunk(choice, json{{"tool_calls", json::array({call})}}, nullptr);
+  }
+  std::string ChoiceEnd(size_t choice, const serve::ChoiceResult& r) override {
+    return Chunk(choice, chat_ ? json::object() : json(""), serve::FinishReasonName(r.finish));
+  }
+  std::string End(const serve::Usage& total) override {
+    std::string out;
+    if (a_.include_usage) {
+      out = Event({{"id", a_.id},
+                   {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
+                   {"created", a_.created},
+                   {"model", a_.model},
+                   {"choices", json::array()},
+                   {"usage", UsageJson(total)}});
+    }
+    return out + "data: [DONE]\n\n";
+  }
+  std::string Failure(const Error& e) override {
+    HttpError h = ToHttpError(e, flavor_);
+    return Event({{"error", {{"message", h.message}, {"type", h.type}, {"code", h.code}}}});
+  }
+
+ private:
+  std::string Chunk(size_t choice, json delta_or_text, json finish) const {
+    json c = {{"index", choice}, {"finish_reason", std::move(finish)}, {"logprobs", nullptr}};
+    c[chat_ ? "delta" : "text"] = std::move(delta_or_text);
+    json j = {{"id", a_.id},
+              {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
+              {"created", a_.created},
+              {"model", a_.model},
+              {"choices", {c}}};
+    if (a_.include_usage) j["usage"] = nullptr;
+    return Event(j);
+  }
+  const Answer a_;
+  const bool chat_;
+  const ApiFlavor flavor_;
+};
+
+}  // namespace
+
+std::unique_ptr<StreamEncoder> GenerationCodec::NewStream(const Answer& a) const {
+  return std::make_unique<Stream>(a, chat_, flavor());
 }
 
-std::string GenerationCodec::StreamError(const Error& e) const {
-  HttpError h = ToHttpError(e, flavor());
-  return Event({{"error", {{"message", h.message}, {"type", h.type}, {"code", h.code}}}});
+json ToolCallsJson(const std::vector<serve::ToolCall>& calls) {
+  json out = json::array();
+  for (const auto& c : calls) {
+    out.push_back(
+        {{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  }
+  return out;
 }
 
 json GenerationCodec::Collected(const Answer& a, const std::vector<CollectedChoice>& choices,
@@ -143,9 +189,14 @@ json GenerationCodec::Collected(const Answer& a, const std::vector<CollectedChoi
     json c = {{"index", i},
               {"finish_reason", serve::FinishReasonName(choices[i].result.finish)},
               {"logprobs", nullptr}};
-    if (chat_)
+    if (chat_) {
       c["message"] = {{"role", "assistant"}, {"content", choices[i].text}};
-    else
+      // As OpenAI answers a call: content null when the model wrote none.
+      if (!choices[i].tool_calls.empty()) {
+        c["message"]["tool_calls"] = ToolCallsJson(choices[i].tool_calls);
+        if (choices[i].text.empty()) c["message"]["content"] = nullptr;
+      }
+    } else
       c["text"] = choices[i].text;
     out.push_back(c);
   }

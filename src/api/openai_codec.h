@@ -17,18 +17,16 @@ class GenerationCodec final : public api::GenerationCodec {
   std::map<std::string, std::string> stream_headers() const override {
     return {{"Cache-Control", "no-cache"}};
   }
-  std::string ChoiceStart(const Answer& a, size_t choice) const override;
-  std::string Text(const Answer& a, size_t choice, const std::string& text) const override;
-  std::string ChoiceEnd(const Answer& a, size_t choice, const serve::ChoiceResult& r) const override;
-  std::string StreamEnd(const Answer& a, const serve::Usage& total) const override;
-  std::string StreamError(const Error& e) const override;
+  std::unique_ptr<StreamEncoder> NewStream(const Answer& a) const override;
   json Collected(const Answer& a, const std::vector<CollectedChoice>& choices,
                  const serve::Usage& total) const override;
 
  private:
-  std::string Chunk(const Answer& a, size_t choice, json delta_or_text, json finish) const;
   const bool chat_;
 };
+
+// A message's tool_calls array, OpenAI's shape (also the router's upstream request).
+json ToolCallsJson(const std::vector<serve::ToolCall>& calls);
 
 // /v1/embeddings
 class EmbeddingCodec final : public api::EmbeddingCodec {

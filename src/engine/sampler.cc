@@ -24,9 +24,26 @@ Result<std::unique_ptr<Sampler>> Sampler::Create(const Model& model, const Sampl
   const llama_vocab* vocab = model.vocab();
   if (!o.grammar.empty()) {
     TakeRecentLlamaErrors();
-    llama_sampler* g = llama_sampler_init_grammar(vocab, o.grammar.c_str(), "root");
+    llama_sampler* g = nullptr;
+    if (o.grammar_lazy) {
+      std::vector<const char*> patterns;
+      for (const auto& p : o.grammar_trigger_patterns) patterns.push_back(p.c_str());
+      g = llama_sampler_init_grammar_lazy_patterns(vocab, o.grammar.c_str(), "root", patterns.data(),
+                                                   patterns.size(), o.grammar_trigger_tokens.data(),
+                                                   o.grammar_trigger_tokens.size());
+    } else {
+      g = llama_sampler_init_grammar(vocab, o.grammar.c_str(), "root");
+    }
     if (!g) {
       return MakeError(ErrorCode::kInvalidArgument, "grammar does not parse: " + TakeRecentLlamaErrors());
+    }
+    // llama.cpp's grammar throws when a token does not fit it.
+    try {
+      for (Token t : o.grammar_prefill) llama_sampler_accept(g, t);
+    } catch (const std::exception& e) {
+      llama_sampler_free(g);
+      return MakeError(ErrorCode::kInternal,
+                       std::string("the grammar refuses the answer's start: ") + e.what());
     }
     llama_sampler_chain_add(s->chain_, g);
   }

@@ -34,6 +34,12 @@ struct SamplingOptions {
   float frequency_penalty = 0.0f;
   uint32_t seed = 0xFFFFFFFF;  // 0xFFFFFFFF: random
   std::string grammar;         // GBNF; empty = unconstrained
+  // A lazy grammar applies from the first trigger on (a tool call's opening
+  // marker, engine/chat.h); the text before it is free.
+  bool grammar_lazy = false;
+  std::vector<std::string> grammar_trigger_patterns;  // regular expressions over the output
+  std::vector<Token> grammar_trigger_tokens;
+  std::vector<Token> grammar_prefill;  // already in the prompt; the grammar sees them first
   // Always hand llama.cpp's chain every vocabulary entry (see Sampler); only
   // tests set it, to check that the shortcut picks the same tokens.
   bool full_vocab = false;

@@ -17,6 +17,8 @@ const char* FinishReasonName(FinishReason f) {
       return "stop";
     case FinishReason::kLength:
       return "length";
+    case FinishReason::kToolCalls:
+      return "tool_calls";
     case FinishReason::kCancelled:
       return "cancelled";
     case FinishReason::kTimeout:

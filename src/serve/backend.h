@@ -31,9 +31,32 @@ namespace hone::serve {
 
 using Clock = std::chrono::steady_clock;
 
+// A function call the model made (or made earlier, in a conversation's history).
+struct ToolCall {
+  std::string id;  // "call_…": a tool message answers it by this id
+  std::string name;
+  std::string arguments;  // JSON text, as OpenAI carries it
+};
+
 struct Message {
   std::string role;  // "system", "user", "assistant", "tool"
   std::string content;
+  std::vector<ToolCall> tool_calls;  // assistant: the calls it made
+  std::string tool_call_id;          // tool: the call this result answers
+  std::string name;                  // tool: the function's name, where the client says
+};
+
+// A function the model may call.
+struct Tool {
+  std::string name;
+  std::string description;
+  nlohmann::json parameters;  // JSON schema; null: any object
+};
+
+struct ToolChoice {
+  enum class Mode { kAuto, kNone, kRequired };
+  Mode mode = Mode::kAuto;
+  std::string function;  // with kRequired: this function and no other
 };
 
 // What the client asked for; an unset field takes the backend's default. A
@@ -71,7 +94,10 @@ struct GenerationRequest {
   Sampling sampling;
   std::vector<std::string> stop;
   ResponseFormat format;
-  std::optional<double> keep_alive_s;  // how long the model stays resident after
+  std::vector<Tool> tools;  // a chat only
+  ToolChoice tool_choice;
+  std::optional<bool> parallel_tool_calls;  // unset: the backend's default (local: false)
+  std::optional<double> keep_alive_s;       // how long the model stays resident after
   // The last message is the start of the assistant's answer, to be continued
   // rather than answered (vLLM's continue_final_message; the router uses it to
   // resume a stream that broke on another target).
@@ -90,8 +116,17 @@ struct Usage {
 };
 
 // Names follow OpenAI's finish_reason where one exists.
-enum class FinishReason { kNone, kStop, kLength, kCancelled, kTimeout, kError };  // kNone: not over
-const char* FinishReasonName(FinishReason f);  // "none", "stop", "length", "cancelled", "timeout", "error"
+enum class FinishReason {
+  kNone,
+  kStop,
+  kLength,
+  kToolCalls,
+  kCancelled,
+  kTimeout,
+  kError
+};  // kNone: not over
+// "none", "stop", "length", "tool_calls", "cancelled", "timeout", "error"
+const char* FinishReasonName(FinishReason f);
 
 // How one choice ended.
 struct ChoiceResult {
@@ -111,11 +146,22 @@ struct ChoiceResult {
   bool ok() const { return !error; }
 };
 
-// What Completion::Next hands out, in order: for choice 0 its text pieces
-// then kChoiceEnd, then the same for choice 1, ..., then kDone.
+// A piece of a tool call as it streams: the first piece of call `index`
+// carries its id and name, later ones more of its arguments (OpenAI's
+// delta.tool_calls).
+struct ToolCallDelta {
+  size_t index = 0;  // the call's place among the choice's calls
+  std::string id;
+  std::string name;
+  std::string arguments;
+};
+
+// What Completion::Next hands out, in order: for choice 0 its text and tool
+// call pieces then kChoiceEnd, then the same for choice 1, ..., then kDone.
 struct CompletionEvent {
   enum class Kind {
     kText,       // `text` is the next piece of `choice` (valid UTF-8, never empty)
+    kToolCall,   // `tool` is the next piece of one of `choice`'s tool calls
     kChoiceEnd,  // `choice` is over: see `result`
     kIdle,       // the deadline passed with nothing new (queued, prefilling)
     kDone,       // every choice has ended
@@ -123,6 +169,7 @@ struct CompletionEvent {
   Kind kind = Kind::kIdle;
   size_t choice = 0;
   std::string text;
+  ToolCallDelta tool;
   ChoiceResult result;
 };
 

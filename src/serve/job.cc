@@ -14,8 +14,13 @@ double JobTimings::gen_seconds() const { return Seconds(first_token, finished); 
 double JobTimings::total_seconds() const { return Seconds(enqueued, finished); }
 
 Job::Job(std::vector<engine::Token> p, int max, engine::SamplingOptions s, std::vector<std::string> st,
-         Clock::time_point dl)
-    : prompt(std::move(p)), max_tokens(max), sampling(std::move(s)), stops(std::move(st)), deadline(dl) {}
+         Clock::time_point dl, std::vector<engine::Token> preserved)
+    : prompt(std::move(p)),
+      max_tokens(max),
+      sampling(std::move(s)),
+      stops(std::move(st)),
+      deadline(dl),
+      preserved_tokens(std::move(preserved)) {}
 
 std::string Job::Take(std::chrono::milliseconds wait, bool* done) {
   std::unique_lock<std::mutex> lock(mu_);

@@ -46,7 +46,8 @@ struct JobResult {
 class Job {
  public:
   Job(std::vector<engine::Token> prompt, int max_tokens, engine::SamplingOptions sampling,
-      std::vector<std::string> stops, Clock::time_point deadline);
+      std::vector<std::string> stops, Clock::time_point deadline,
+      std::vector<engine::Token> preserved_tokens = {});
 
   // --- set at creation, read by the scheduler ---
   const std::vector<engine::Token> prompt;
@@ -54,6 +55,8 @@ class Job {
   const engine::SamplingOptions sampling;
   const std::vector<std::string> stops;
   const Clock::time_point deadline;
+  // Special tokens that are part of the answer's text (a tool call's markers).
+  const std::vector<engine::Token> preserved_tokens;
   const Clock::time_point created = Clock::now();
 
   // Client side: ask the scheduler to stop this job at its next step.

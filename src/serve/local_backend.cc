@@ -1,7 +1,9 @@
 #include "serve/local_backend.h"
 
 #include <cctype>
+#include <deque>
 
+#include "serve/chat_prompt.h"
 #include "serve/job.h"
 #include "serve/json_grammar.h"
 
@@ -29,6 +31,7 @@ ChoiceResult ChoiceResultOf(const JobResult& r) {
     case FinishReason::kNone:
     case FinishReason::kStop:
     case FinishReason::kLength:
+    case FinishReason::kToolCalls:
       break;
     case FinishReason::kTimeout:
       c.error = MakeError(ErrorCode::kTimeout, r.error);
@@ -44,7 +47,9 @@ ChoiceResult ChoiceResultOf(const JobResult& r) {
 }
 
 // The jobs of one request, read in order. Owns the lease: the model stays
-// resident until the reader is gone.
+// resident until the reader is gone. With tools in play each job's text goes
+// through the chat library's parser, which splits it into content and tool
+// call pieces (engine/chat.h).
 class LocalCompletion final : public Completion {
  public:
   explicit LocalCompletion(std::unique_ptr<Lease> lease)
@@ -54,23 +59,39 @@ class LocalCompletion final : public Completion {
   // Jobs still queued or running stop at the scheduler's next step.
   ~LocalCompletion() override { Cancel(); }
 
-  void Add(std::shared_ptr<Job> job) { jobs_.push_back(std::move(job)); }
+  void Add(std::shared_ptr<Job> job, std::unique_ptr<engine::ChatOutputParser> parser) {
+    jobs_.push_back(std::move(job));
+    parsers_.push_back(std::move(parser));
+  }
 
   CompletionEvent Next(Clock::time_point deadline) override {
+    if (!pending_.empty()) return Pop();
     CompletionEvent e;
     if (next_ >= jobs_.size()) return e.kind = CompletionEvent::Kind::kDone, e;
     Job& job = *jobs_[next_];
+    engine::ChatOutputParser* parser = parsers_[next_].get();
     auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     bool done = false;
-    e.choice = next_;
-    e.text = job.Take(std::max(wait, std::chrono::milliseconds(0)), &done);
-    // Text first even when the job has also finished: the next call reports the end.
-    if (!e.text.empty()) return e.kind = CompletionEvent::Kind::kText, e;
-    if (!done) return e.kind = CompletionEvent::Kind::kIdle, e;
-    e.kind = CompletionEvent::Kind::kChoiceEnd;
-    e.result = ChoiceResultOf(job.result());
-    ++next_;
-    return e;
+    const std::string text = job.Take(std::max(wait, std::chrono::milliseconds(0)), &done);
+    if (!text.empty()) {
+      if (parser) {
+        QueueDeltas(parser->Push(text));
+      } else {
+        Queue(CompletionEvent{CompletionEvent::Kind::kText, next_, text, {}, {}});
+      }
+    }
+    if (done) {
+      ChoiceResult r = ChoiceResultOf(job.result());
+      if (parser) {
+        QueueDeltas(parser->Finish());
+        if (!parser->tool_calls().empty() && r.finish == FinishReason::kStop)
+          r.finish = FinishReason::kToolCalls;
+      }
+      Queue(CompletionEvent{CompletionEvent::Kind::kChoiceEnd, next_, "", {}, std::move(r)});
+      ++next_;
+    }
+    if (pending_.empty()) return e.kind = CompletionEvent::Kind::kIdle, e.choice = next_, e;
+    return Pop();
   }
 
   void Cancel() override {
@@ -81,11 +102,28 @@ class LocalCompletion final : public Completion {
   double load_seconds() const override { return load_seconds_; }
 
  private:
+  void Queue(CompletionEvent e) { pending_.push_back(std::move(e)); }
+  void QueueDeltas(std::vector<engine::ChatOutputParser::Delta> deltas) {
+    for (auto& d : deltas) {
+      if (!d.content.empty()) Queue(CompletionEvent{CompletionEvent::Kind::kText, next_, d.content, {}, {}});
+      if (d.tool_index < 0) continue;
+      ToolCallDelta t{static_cast<size_t>(d.tool_index), d.tool_id, d.tool_name, d.arguments};
+      Queue(CompletionEvent{CompletionEvent::Kind::kToolCall, next_, "", std::move(t), {}});
+    }
+  }
+  CompletionEvent Pop() {
+    CompletionEvent e = std::move(pending_.front());
+    pending_.pop_front();
+    return e;
+  }
+
   std::unique_ptr<Lease> lease_;  // declared first: released after the jobs
   const std::string model_;
   const double load_seconds_;
   std::vector<std::shared_ptr<Job>> jobs_;
-  size_t next_ = 0;  // the choice being read
+  std::vector<std::unique_ptr<engine::ChatOutputParser>> parsers_;  // null: plain text
+  std::deque<CompletionEvent> pending_;  // events read from a job, not yet handed out
+  size_t next_ = 0;                      // the choice being read
 };
 
 }  // namespace
@@ -117,41 +155,6 @@ Result<engine::SamplingOptions> LocalBackend::SamplingFor(const Sampling& s, con
   return o;
 }
 
-Result<std::vector<engine::Token>> LocalBackend::ChatPrompt(const engine::Model& model,
-                                                            const std::vector<Message>& all,
-                                                            bool continue_final) {
-  engine::Tokenizer tok(model);
-  // Continuing: the conversation before the partial answer, an open assistant
-  // turn, then the partial answer itself as plain text (no end of turn).
-  std::vector<Message> messages = all;
-  std::string prefix;
-  if (continue_final && !messages.empty() && messages.back().role == "assistant") {
-    prefix = messages.back().content;
-    messages.pop_back();
-  }
-  auto with_prefix = [&](Result<std::vector<engine::Token>> p) -> Result<std::vector<engine::Token>> {
-    if (!p || prefix.empty()) return p;
-    auto more = tok.Encode(prefix, /*add_special=*/false, /*parse_special=*/false);
-    if (!more) return more.error();
-    p->insert(p->end(), more->begin(), more->end());
-    return p;
-  };
-  std::vector<engine::ChatMessage> chat;
-  for (const auto& m : messages) chat.push_back({m.role, m.content});
-  auto rendered = tok.ApplyChatTemplate(chat, /*add_assistant_turn=*/true);
-  if (rendered) return with_prefix(tok.Encode(*rendered, /*add_special=*/false, /*parse_special=*/true));
-  // No template in the GGUF (base models such as stories260K): a plain
-  // transcript, never parsing special tokens out of user text.
-  std::string text;
-  for (const auto& m : messages) {
-    std::string role = m.role.empty() ? "user" : m.role;
-    role[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(role[0])));
-    text += role + ": " + m.content + "\n";
-  }
-  text += "Assistant:";
-  return with_prefix(tok.Encode(text, /*add_special=*/true, /*parse_special=*/false));
-}
-
 LocalBackend::Forecast LocalBackend::Predict(const GenerationRequest& r) {
   Forecast f;
   auto entry = pool_.registry().Resolve(r.model);
@@ -171,8 +174,8 @@ LocalBackend::Forecast LocalBackend::Predict(const GenerationRequest& r) {
   f.loaded = true;
   std::vector<engine::Token> prompt;
   if (r.chat) {
-    auto p = ChatPrompt(*m->model, r.messages, r.continue_final);
-    if (p) prompt = std::move(*p);
+    auto p = RenderChat(*m->model, m->chat.get(), r);
+    if (p) prompt = std::move(p->tokens);
   } else if (!r.prompts.empty()) {
     auto p = engine::Tokenizer(*m->model).Encode(r.prompts[0], !r.raw, true);
     if (p) prompt = std::move(*p);
@@ -190,13 +193,30 @@ Result<std::unique_ptr<Completion>> LocalBackend::Start(const GenerationRequest&
   if (!lease) return lease.error();
   const engine::Model& model = *(**lease)->model;
   Scheduler& sched = *(**lease)->scheduler;
+  const engine::ChatTemplate* chat = (**lease)->chat.get();
   auto run = std::make_unique<LocalCompletion>(std::move(*lease));
   std::vector<std::vector<engine::Token>> prompts;
+  std::optional<engine::ChatPlan> plan;
+  std::vector<std::string> stops = r.stop;
   if (r.chat) {
     if (r.messages.empty()) return MakeError(ErrorCode::kInvalidArgument, "'messages' must not be empty");
-    auto p = ChatPrompt(model, r.messages, r.continue_final);
+    auto p = RenderChat(model, chat, r);
     if (!p) return p.error();
-    prompts.push_back(std::move(*p));
+    prompts.push_back(std::move(p->tokens));
+    plan = std::move(p->plan);
+    if (plan && plan->parse_output) {
+      if (!sampling->grammar.empty() && !plan->grammar.empty()) {
+        return MakeError(ErrorCode::kInvalidArgument, "'response_format' cannot be combined with tool calls");
+      }
+      if (!plan->grammar.empty()) {
+        sampling->grammar = plan->grammar;
+        sampling->grammar_lazy = plan->grammar_lazy;
+        sampling->grammar_trigger_patterns = plan->trigger_patterns;
+        sampling->grammar_trigger_tokens = plan->trigger_tokens;
+        sampling->grammar_prefill = plan->grammar_prefill;
+      }
+    }
+    if (plan) stops.insert(stops.end(), plan->stops.begin(), plan->stops.end());
   } else {
     engine::Tokenizer tok(model);
     for (const auto& text : r.prompts) {
@@ -210,7 +230,9 @@ Result<std::unique_ptr<Completion>> LocalBackend::Start(const GenerationRequest&
   }
   const auto deadline = DeadlineAfter(timeout_s_);
   for (auto& p : prompts) {
-    auto job = std::make_shared<Job>(std::move(p), r.max_tokens, *sampling, r.stop, deadline);
+    std::vector<engine::Token> preserved = plan ? plan->preserved_tokens : std::vector<engine::Token>{};
+    auto job =
+        std::make_shared<Job>(std::move(p), r.max_tokens, *sampling, stops, deadline, std::move(preserved));
     auto submitted = sched.Submit(job);
     if (!submitted) return submitted.error();  // ~LocalCompletion cancels the jobs already queued
     if (*submitted == SubmitResult::kQueueFull) {
@@ -226,7 +248,9 @@ Result<std::unique_ptr<Completion>> LocalBackend::Start(const GenerationRequest&
       e.retry_after_s = 1;
       return e;
     }
-    run->Add(std::move(job));
+    std::unique_ptr<engine::ChatOutputParser> parser;
+    if (plan && plan->parse_output) parser = std::make_unique<engine::ChatOutputParser>(*plan);
+    run->Add(std::move(job), std::move(parser));
   }
   return std::unique_ptr<Completion>(std::move(run));
 }

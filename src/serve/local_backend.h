@@ -43,12 +43,6 @@ class LocalBackend final : public Backend {
   };
   Forecast Predict(const GenerationRequest& request);
 
-  // Renders chat messages with the model's template (a plain transcript when
-  // the model has none) and tokenizes.
-  // continue_final: the last (assistant) message is continued, not answered.
-  static Result<std::vector<engine::Token>> ChatPrompt(const engine::Model& model,
-                                                       const std::vector<Message>& messages,
-                                                       bool continue_final = false);
   // The engine's sampling options for a request: its defaults, the request's
   // values over them, and a grammar for the response format.
   static Result<engine::SamplingOptions> SamplingFor(const Sampling& s, const ResponseFormat& format);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "engine/gguf_file.h"
 #include "engine/memory_estimate.h"
@@ -207,6 +208,15 @@ Result<std::shared_ptr<LoadedModel>> ModelPool::Load(const RegistryEntry& e) {
   m->name = e.name;
   m->model = std::move(*model);
   m->scheduler = std::move(*sched);
+  if (!m->model->info().chat_template.empty()) {
+    auto chat = engine::ChatTemplate::ForModel(*m->model);
+    if (chat) {
+      m->chat = std::move(*chat);
+    } else {
+      std::fprintf(stderr, "hone serve: %s: %s; chat falls back to a plain transcript\n", e.name.c_str(),
+                   chat.error().message.c_str());
+    }
+  }
   m->estimate_bytes = need;
   m->load_seconds = SecondsSince(t0);
   m->pinned = std::find(opt_.pinned.begin(), opt_.pinned.end(), e.name) != opt_.pinned.end();

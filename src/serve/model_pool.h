@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/chat.h"
 #include "engine/embedder.h"
 #include "engine/model.h"
 #include "serve/metrics.h"
@@ -41,6 +42,9 @@ class LoadedModel {
   std::string name;
   std::shared_ptr<engine::Model> model;
   std::unique_ptr<Scheduler> scheduler;
+  // The model's chat template, parsed once at load; null when it has none
+  // (a plain transcript then, serve/chat_prompt.h).
+  std::unique_ptr<engine::ChatTemplate> chat;
   uint64_t estimate_bytes = 0;
   double load_seconds = 0;
   bool pinned = false;

@@ -398,7 +398,9 @@ void Scheduler::OnToken(Slot& s, engine::Token t) {
   engine::Tokenizer tok(*model_);
   if (tok.IsEndOfGeneration(t)) return FinishSlot(s, Finish::kStop);
   ++s.result.completion_tokens;
-  s.job->Emit(s.stops->Push(s.utf8.Push(tok.Piece(t))));
+  const auto& keep = s.job->preserved_tokens;
+  const bool as_text = !keep.empty() && std::find(keep.begin(), keep.end(), t) != keep.end();
+  s.job->Emit(s.stops->Push(s.utf8.Push(tok.Piece(t, as_text))));
   if (s.stops->stopped()) return FinishSlot(s, Finish::kStop);
   if (s.job->max_tokens >= 0 && s.result.completion_tokens >= s.job->max_tokens) {
     return FinishSlot(s, Finish::kLength);

@@ -11,8 +11,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <new>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -207,6 +209,63 @@ Status CopyTokenizer(gguf_context* ctx, const gguf_context* vocab, const Shape& 
   return Status::Ok();
 }
 
+// Qwen2.5's added tokens after the three llama.cpp's Qwen2 vocab has (151643
+// <|endoftext|> to 151645 <|im_end|>), at their real ids, with the token
+// types llama.cpp's converter gives them (special ones as control tokens).
+struct AddedToken {
+  const char* text;
+  int32_t type;
+};
+constexpr int32_t kQwenFirstAdded = 151646;
+constexpr int32_t kTokenTypeControl = 3;
+constexpr AddedToken kQwen25Added[] = {
+    {"<|object_ref_start|>", kTokenTypeControl}, {"<|object_ref_end|>", kTokenTypeControl},
+    {"<|box_start|>", kTokenTypeControl},        {"<|box_end|>", kTokenTypeControl},
+    {"<|quad_start|>", kTokenTypeControl},       {"<|quad_end|>", kTokenTypeControl},
+    {"<|vision_start|>", kTokenTypeControl},     {"<|vision_end|>", kTokenTypeControl},
+    {"<|vision_pad|>", kTokenTypeControl},       {"<|image_pad|>", kTokenTypeControl},
+    {"<|video_pad|>", kTokenTypeControl},        {"<tool_call>", kTokenTypeUserDefined},
+    {"</tool_call>", kTokenTypeUserDefined},     {"<|fim_prefix|>", kTokenTypeUserDefined},
+    {"<|fim_middle|>", kTokenTypeUserDefined},   {"<|fim_suffix|>", kTokenTypeUserDefined},
+    {"<|fim_pad|>", kTokenTypeUserDefined},      {"<|repo_name|>", kTokenTypeUserDefined},
+    {"<|file_sep|>", kTokenTypeUserDefined},
+};
+
+// Makes a Qwen2-shaped model an instruct one as Qwen2.5 ships it: the added
+// tokens above (tool-call markers among them) and Qwen2.5-Instruct's chat
+// template, with tools, from llama.cpp's models/templates beside the vocab.
+// Without that file the vocab's plain ChatML template stays.
+void MakeQwen25Instruct(gguf_context* ctx, const Shape& shape, const std::string& vocab_path) {
+  const int64_t tokens_id = gguf_find_key(ctx, "tokenizer.ggml.tokens");
+  const int64_t types_id = gguf_find_key(ctx, "tokenizer.ggml.token_type");
+  const size_t n_added = sizeof kQwen25Added / sizeof kQwen25Added[0];
+  if (shape.arch != "qwen2" || tokens_id < 0 || types_id < 0 ||
+      gguf_get_arr_n(ctx, tokens_id) < kQwenFirstAdded + n_added ||
+      gguf_get_arr_str(ctx, tokens_id, kQwenFirstAdded - 1) != std::string("<|im_end|>")) {
+    return;
+  }
+  const size_t n = gguf_get_arr_n(ctx, tokens_id);
+  std::vector<std::string> texts(n);
+  for (size_t i = 0; i < n; ++i) texts[i] = gguf_get_arr_str(ctx, tokens_id, i);
+  const int32_t* t = static_cast<const int32_t*>(gguf_get_arr_data(ctx, types_id));
+  std::vector<int32_t> types(t, t + n);
+  for (size_t i = 0; i < n_added; ++i) {
+    texts[kQwenFirstAdded + i] = kQwen25Added[i].text;
+    types[kQwenFirstAdded + i] = kQwen25Added[i].type;
+  }
+  std::vector<const char*> ptrs(n);
+  for (size_t i = 0; i < n; ++i) ptrs[i] = texts[i].c_str();
+  gguf_set_arr_str(ctx, "tokenizer.ggml.tokens", ptrs.data(), n);
+  gguf_set_arr_data(ctx, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types.data(), n);
+
+  const fs::path tmpl = fs::path(vocab_path).parent_path() / "templates" / "Qwen-Qwen2.5-7B-Instruct.jinja";
+  std::ifstream in(tmpl);
+  if (!in) return;
+  std::stringstream text;
+  text << in.rdbuf();
+  gguf_set_val_str(ctx, "tokenizer.chat_template", text.str().c_str());
+}
+
 void SetModelKvs(gguf_context* ctx, const Shape& s, const WeightType& type, uint64_t seed) {
   const std::string a = s.arch + ".";
   gguf_set_val_str(ctx, "general.architecture", s.arch.c_str());
@@ -286,6 +345,7 @@ Result<SynthReport> SynthesizeImpl(const SynthOptions& options) {
   SetModelKvs(ctx.get(), *shape, *type, options.seed);
   Status copied = CopyTokenizer(ctx.get(), vocab->get(), *shape);
   if (!copied.ok()) return copied.error();
+  MakeQwen25Instruct(ctx.get(), *shape, vocab_path);
 
   // gguf_add_tensor wants ggml tensors; a no_alloc context holds just their headers.
   const std::vector<TensorSpec> specs = TensorList(*shape);

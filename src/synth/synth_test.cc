@@ -169,7 +169,13 @@ TEST_F(SynthWrite, TinyHasQwen2MetadataAndRealTokenizer) {
   EXPECT_EQ(StrKv(ctx, "tokenizer.ggml.pre"), "qwen2");
   const std::string chat_template = StrKv(ctx, "tokenizer.chat_template");
   EXPECT_NE(chat_template.find("<|im_start|>"), std::string::npos);
-  EXPECT_EQ(chat_template, StrKv(vocab->gguf, "tokenizer.chat_template"));
+  // Qwen2.5-Instruct's template, with tools, and its tool-call tokens at their real ids.
+  EXPECT_NE(chat_template.find("<tool_call>"), std::string::npos);
+  EXPECT_NE(chat_template, StrKv(vocab->gguf, "tokenizer.chat_template"));
+  const int64_t tokens = gguf_find_key(ctx, "tokenizer.ggml.tokens");
+  EXPECT_STREQ(gguf_get_arr_str(ctx, tokens, 151657), "<tool_call>");
+  EXPECT_STREQ(gguf_get_arr_str(ctx, tokens, 151658), "</tool_call>");
+  EXPECT_STREQ(gguf_get_arr_str(ctx, tokens, 151645), "<|im_end|>");
   // Every tokenizer KV of the source survives, unchanged in size.
   for (int64_t i = 0; i < gguf_get_n_kv(vocab->gguf); ++i) {
     const std::string key = gguf_get_key(vocab->gguf, i);
