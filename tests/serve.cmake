@@ -1,6 +1,6 @@
 # hone serve: unit tests (scheduler, registry, pool, config; the HTTP edge's are
 # in api.cmake) and the end-to-end
-# client tests with the official openai and ollama npm packages (tests/node).
+# client tests with the official openai, ollama and @anthropic-ai/sdk npm packages (tests/node).
 hone_test(serve_tests
   ${SRC}/serve/scheduler_test.cc
   ${SRC}/serve/json_grammar_test.cc
@@ -17,7 +17,7 @@ if(HONE_NODE)
            COMMAND ${HONE_NODE} --test --test-concurrency=1
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/tests/node)
   set_tests_properties(serve_node_clients PROPERTIES
-    ENVIRONMENT "HONE_BINARY=$<TARGET_FILE:hone>;HONE_SHARED=${HONE_SHARED_DIR};HONE_TEST_TMP=${HONE_TEST_TMP}"
+    ENVIRONMENT "HONE_BINARY=$<TARGET_FILE:hone>;HONE_SHARED=${HONE_SHARED_DIR};HONE_TEST_TMP=${HONE_TEST_TMP};HONE_PEER_BIN_DIR=${HONE_PEER_BIN_DIR}"
     TIMEOUT 600)
 else()
   message(WARNING "serve: node not found; the client tests are not registered")

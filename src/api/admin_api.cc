@@ -2,6 +2,7 @@
 
 #include "api/errors.h"
 #include "api/json_fields.h"
+#include "serve/chat_prompt.h"
 
 namespace hone::api {
 namespace {
@@ -45,6 +46,36 @@ HttpResponse HoneUnload(serve::ModelPool& pool, const HttpRequest& req) {
   r.log.model = *model;
   r.body = Dump({{"model", *model}, {"unloaded", true}});
   return r;
+}
+
+HttpResponse HoneRender(serve::ModelPool& pool, const api::GenerationCodec& chat, const HttpRequest& req) {
+  auto j = ParseBody(req.body);
+  if (!j) return Fail(j.error());
+  auto parsed = chat.Parse(*j);
+  if (!parsed) return Fail(parsed.error());
+  const serve::GenerationRequest& r = parsed->request;
+  if (!r.chat || r.messages.empty()) return Fail(BadRequest("'messages' must not be empty"));
+  auto lease = pool.Acquire(r.model, std::nullopt);
+  if (!lease) return Fail(lease.error());
+  const serve::LoadedModel& m = ***lease;
+  auto p = serve::RenderChat(*m.model, m.chat.get(), r);
+  if (!p) return Fail(p.error());
+  HttpResponse res;
+  res.log.model = m.name;
+  json out = {{"model", m.name}, {"tokens", p->tokens.size()}};
+  if (p->plan) {
+    out["prompt"] = p->plan->prompt;
+    out["format"] = p->plan->format;
+    out["grammar"] = !p->plan->grammar.empty();
+    out["grammar_lazy"] = p->plan->grammar_lazy;
+  } else {
+    out["prompt"] = engine::Tokenizer(*m.model).Decode(p->tokens);  // the plain transcript
+    out["format"] = "transcript";
+    out["grammar"] = false;
+    out["grammar_lazy"] = false;
+  }
+  res.body = Dump(out);
+  return res;
 }
 
 }  // namespace hone::api

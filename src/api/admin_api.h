@@ -1,8 +1,10 @@
 // hone's own residency endpoints for the local model pool (the OpenAI API has
 // none, and Ollama's are implicit in keep_alive): POST /hone/load and
-// /hone/unload. Errors use OpenAI's envelope.
+// /hone/unload, and POST /hone/render, which shows the prompt a chat request
+// becomes. Errors use OpenAI's envelope.
 #pragma once
 
+#include "api/codec.h"
 #include "api/http_types.h"
 #include "serve/model_pool.h"
 
@@ -12,5 +14,9 @@ namespace hone::api {
 HttpResponse HoneLoad(serve::ModelPool& pool, const HttpRequest& req);
 // {"model": NAME}: 200 unloaded, 404 not loaded, 409 busy (it unloads when idle).
 HttpResponse HoneUnload(serve::ModelPool& pool, const HttpRequest& req);
+// An OpenAI chat body (messages, tools, tool_choice): {"model", "prompt" (the
+// template's text), "tokens", "format" (the tool-call format), "grammar"
+// (whether one constrains the answer), "grammar_lazy"}. Loads the model.
+HttpResponse HoneRender(serve::ModelPool& pool, const api::GenerationCodec& chat, const HttpRequest& req);
 
 }  // namespace hone::api

@@ -23,7 +23,9 @@
 
 namespace hone::api {
 
-using nlohmann::json;
+// Request and response bodies keep their keys in order: a tool's schema reaches
+// the template as the client wrote it (llama-server does the same).
+using json = nlohmann::ordered_json;
 
 class Codec {
  public:
@@ -42,6 +44,7 @@ struct ParsedGeneration {
   bool stream = false;
   bool include_usage = false;  // OpenAI stream_options.include_usage
   bool load_only = false;      // Ollama: no prompt, only load (keep_alive 0: unload) the model
+  json echo;                   // request fields the answer repeats (the Responses API's)
 };
 
 // What every frame of one answer shares.
@@ -52,6 +55,7 @@ struct Answer {
   double load_seconds = 0;
   serve::Clock::time_point start;  // once the request was queued
   bool include_usage = false;
+  json echo;  // ParsedGeneration::echo
 };
 
 struct CollectedChoice {

@@ -156,6 +156,7 @@ HttpResponse Driver::Generate(const GenerationCodec& codec, const HttpRequest& r
   answer->load_seconds = run->load_seconds();
   answer->start = Clock::now();
   answer->include_usage = parsed->include_usage;
+  answer->echo = std::move(parsed->echo);
   if (!parsed->stream) return Collect(codec, *run, *answer, req.client_gone);
   return Stream(codec, std::move(run), std::move(answer), req.client_gone);
 }

@@ -23,7 +23,7 @@ HttpError ToHttpError(const Error& e, ApiFlavor flavor) {
       h.status = 409, h.type = "invalid_request_error", h.code = "conflict";
       break;
     case ErrorCode::kBusy:
-      h.status = flavor == ApiFlavor::kOpenAI ? 429 : 503;
+      h.status = flavor == ApiFlavor::kOllama ? 503 : 429;
       h.type = "rate_limit_error", h.code = "rate_limit_exceeded";
       break;
     case ErrorCode::kRateLimited:
@@ -57,6 +57,8 @@ HttpResponse ErrorResponse(const HttpError& e, ApiFlavor flavor) {
                   {"type", e.type},
                   {"param", nullptr},
                   {"code", e.code.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.code)}};
+  } else if (flavor == ApiFlavor::kAnthropic) {
+    j = {{"type", "error"}, {"error", {{"type", AnthropicErrorType(e.status)}, {"message", e.message}}}};
   } else {
     j["error"] = e.message;
   }
@@ -64,6 +66,30 @@ HttpResponse ErrorResponse(const HttpError& e, ApiFlavor flavor) {
   if (e.retry_after_s > 0) r.headers["Retry-After"] = std::to_string(e.retry_after_s);
   r.log.error = e.message;
   return r;
+}
+
+const char* AnthropicErrorType(int status) {
+  switch (status) {
+    case 400:
+    case 409:
+    case 415:
+      return "invalid_request_error";
+    case 401:
+      return "authentication_error";
+    case 403:
+      return "permission_error";
+    case 404:
+      return "not_found_error";
+    case 413:
+      return "request_too_large";
+    case 429:
+      return "rate_limit_error";
+    case 503:
+    case 529:
+      return "overloaded_error";
+    default:
+      return status >= 500 ? "api_error" : "invalid_request_error";
+  }
 }
 
 HttpResponse ErrorResponse(const Error& e, ApiFlavor flavor) {

@@ -1,6 +1,7 @@
 // Every error the server answers with goes through here: one function decides
 // the HTTP status for a core error code, per API flavour, and one builds the
-// flavour's envelope (OpenAI's {"error": {...}}, Ollama's {"error": "..."}).
+// flavour's envelope (OpenAI's {"error": {...}}, Ollama's {"error": "..."},
+// Anthropic's {"type": "error", "error": {"type", "message"}}).
 #pragma once
 
 #include <string>
@@ -10,7 +11,7 @@
 
 namespace hone::api {
 
-enum class ApiFlavor { kOpenAI, kOllama };
+enum class ApiFlavor { kOpenAI, kOllama, kAnthropic };
 
 // An error as HTTP sees it.
 struct HttpError {
@@ -22,12 +23,15 @@ struct HttpError {
 };
 
 // The one mapping from hone's error codes to HTTP. The flavours differ only
-// where their clients expect it: a full queue (kBusy) is 429 to OpenAI's
-// clients, which retry on it, and 503 to Ollama's.
+// where their clients expect it: a full queue (kBusy) is 429 to OpenAI's and
+// Anthropic's clients, which retry on it, and 503 to Ollama's.
 HttpError ToHttpError(const Error& e, ApiFlavor flavor);
 // The response, with Retry-After when the error advises one.
 HttpResponse ErrorResponse(const HttpError& e, ApiFlavor flavor);
 HttpResponse ErrorResponse(const Error& e, ApiFlavor flavor);
+// Anthropic's error type for a status: invalid_request_error, authentication_error,
+// not_found_error, request_too_large, rate_limit_error, overloaded_error, api_error.
+const char* AnthropicErrorType(int status);
 
 // The answer to a client that disconnected before it: nobody reads it, but the
 // log line records status 499 (nginx's "client closed request").

@@ -7,12 +7,14 @@
 #include <nlohmann/json.hpp>
 
 #include "api/admin_api.h"
+#include "api/anthropic_codec.h"
 #include "api/errors.h"
 #include "api/json_fields.h"
 #include "api/ollama_codec.h"
 #include "api/ollama_local.h"
 #include "api/openai_codec.h"
 #include "api/peer_watch.h"
+#include "api/responses_codec.h"
 
 namespace hone::api {
 namespace {
@@ -31,13 +33,17 @@ const openai::GenerationCodec kOpenAiCompletions(/*chat=*/false);
 const openai::EmbeddingCodec kOpenAiEmbeddings;
 const openai::ModelListCodec kOpenAiModels;
 const ollama::GenerationCodec kOllamaChat(/*chat=*/true);
+const responses::ResponsesCodec kOpenAiResponses;
+const anthropic::MessagesCodec kAnthropicMessages;
 const ollama::GenerationCodec kOllamaGenerate(/*chat=*/false);
 const ollama::EmbeddingCodec kOllamaEmbed(/*legacy=*/false);
 const ollama::EmbeddingCodec kOllamaLegacyEmbeddings(/*legacy=*/true);
 const ollama::ModelListCodec kOllamaTags;
 
 ApiFlavor FlavorOf(const std::string& path) {
-  return path.rfind("/api/", 0) == 0 ? ApiFlavor::kOllama : ApiFlavor::kOpenAI;
+  if (path.rfind("/api/", 0) == 0) return ApiFlavor::kOllama;
+  if (path.rfind("/v1/messages", 0) == 0) return ApiFlavor::kAnthropic;
+  return ApiFlavor::kOpenAI;
 }
 
 void Apply(HttpResponse out, httplib::Response& res) {
@@ -106,11 +112,18 @@ HttpServer::HttpServer(const serve::ServeConfig& config, std::vector<std::string
 
 HttpServer::~HttpServer() = default;
 
-bool HttpServer::Authorized(const std::string& header) const {
+bool HttpServer::Authorized(const std::string& authorization, const std::string& x_api_key) const {
   if (api_keys_.empty()) return true;
+  // Bearer (OpenAI, Ollama) or x-api-key (Anthropic's clients send that).
+  std::string key = x_api_key;
   const std::string prefix = "Bearer ";
-  if (header.compare(0, prefix.size(), prefix) != 0) return false;
-  std::string key = header.substr(prefix.size());
+  if (authorization.size() > prefix.size() &&
+      std::equal(prefix.begin(), prefix.end(), authorization.begin(), [](char a, char b) {
+        return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+      })) {
+    key = authorization.substr(prefix.size());
+  }
+  if (key.empty()) return false;
   bool ok = false;
   for (const auto& k : api_keys_) ok |= SameKey(key, k);
   return ok;
@@ -124,18 +137,20 @@ void HttpServer::Routes() {
     t_log = RequestLog();
     if (!config_.cors_origin.empty()) {
       res.set_header("Access-Control-Allow-Origin", config_.cors_origin);
-      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      res.set_header("Access-Control-Allow-Headers",
+                     "Authorization, Content-Type, x-api-key, anthropic-version");
       res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
       if (req.method == "OPTIONS") {
         res.status = 204;
         return httplib::Server::HandlerResponse::Handled;
       }
     }
-    if (req.path == "/health" || Authorized(req.get_header_value("Authorization"))) {
+    if (req.path == "/health" ||
+        Authorized(req.get_header_value("Authorization"), req.get_header_value("x-api-key"))) {
       return httplib::Server::HandlerResponse::Unhandled;
     }
-    HttpError e{401, "invalid or missing API key (send Authorization: Bearer <key>)", "invalid_request_error",
-                "invalid_api_key"};
+    HttpError e{401, "invalid or missing API key (send Authorization: Bearer <key>, or x-api-key: <key>)",
+                "invalid_request_error", "invalid_api_key"};
     Apply(ErrorResponse(e, FlavorOf(req.path)), res);
     return httplib::Server::HandlerResponse::Handled;
   });
@@ -206,6 +221,8 @@ void HttpServer::Routes() {
   s.Get("/v1/models", route(list(kOpenAiModels)));
   s.Post("/v1/chat/completions", route(generate(kOpenAiChat)));
   s.Post("/v1/completions", route(generate(kOpenAiCompletions)));
+  s.Post("/v1/responses", route(generate(kOpenAiResponses)));
+  s.Post("/v1/messages", route(generate(kAnthropicMessages)));
   s.Post("/v1/embeddings", route(embed(kOpenAiEmbeddings)));
   s.Get("/api/tags", route(list(kOllamaTags)));
   s.Post("/api/generate", route(generate(kOllamaGenerate)));
@@ -219,6 +236,7 @@ void HttpServer::Routes() {
   // hone's residency controls: {"model": NAME, "pin": bool?, "keep_alive": ...}.
   s.Post("/hone/load", route([&pool](const HttpRequest& r) { return HoneLoad(pool, r); }));
   s.Post("/hone/unload", route([&pool](const HttpRequest& r) { return HoneUnload(pool, r); }));
+  s.Post("/hone/render", route([&pool](const HttpRequest& r) { return HoneRender(pool, kOpenAiChat, r); }));
 }
 
 Result<int> HttpServer::Bind() {

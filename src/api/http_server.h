@@ -48,7 +48,7 @@ class HttpServer {
 
  private:
   void Routes();
-  bool Authorized(const std::string& header) const;
+  bool Authorized(const std::string& authorization, const std::string& x_api_key) const;
 
   const serve::ServeConfig config_;
   const std::vector<std::string> api_keys_;

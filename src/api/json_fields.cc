@@ -117,11 +117,11 @@ int64_t UnixNow() {
       .count();
 }
 
-std::string NewId(const char* prefix) {
+std::string NewId(const char* prefix, char sep) {
   static std::atomic<uint64_t> counter{0};
   uint64_t n = ++counter ^ (static_cast<uint64_t>(UnixNow()) << 20);
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%s-%012llx", prefix, static_cast<unsigned long long>(n));
+  std::snprintf(buf, sizeof buf, "%s%c%012llx", prefix, sep, static_cast<unsigned long long>(n));
   return buf;
 }
 

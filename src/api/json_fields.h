@@ -12,7 +12,7 @@
 
 namespace hone::api {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;  // keys in the client's order (codec.h)
 
 // A request body that must be a JSON object.
 Result<json> ParseBody(const std::string& body);
@@ -40,7 +40,7 @@ Error BadRequest(const std::string& message);  // kInvalidArgument
 // Serializes without throwing: invalid UTF-8 (never ours) becomes U+FFFD.
 std::string Dump(const json& j);
 std::string Base64(const void* data, size_t n);
-std::string NewId(const char* prefix);  // "chatcmpl-…", "req-…"
+std::string NewId(const char* prefix, char sep = '-');  // "chatcmpl-…", "req-…", "msg_…"
 int64_t UnixNow();
 
 }  // namespace hone::api

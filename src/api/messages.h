@@ -18,6 +18,6 @@ namespace hone::api {
 // JSON string, or Ollama's, with an object); a tool message `tool_call_id`
 // and `name` (Ollama: `tool_name`).
 // Errors: kInvalidArgument, naming what is wrong.
-Result<std::vector<serve::Message>> ParseMessages(const nlohmann::json& messages);
+Result<std::vector<serve::Message>> ParseMessages(const nlohmann::ordered_json& messages);
 
 }  // namespace hone::api

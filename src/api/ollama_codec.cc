@@ -79,6 +79,10 @@ Result<ParsedGeneration> GenerationCodec::Parse(const json& j) const {
     auto tools = ParseTools(j, "tools", ToolForm::kNested);
     if (!tools) return tools.error();
     r.tools = std::move(*tools);
+    // Not Ollama's: OpenAI's tool_choice, read as an extension (Ollama ignores it).
+    auto choice = ParseToolChoice(j, r.tools);
+    if (!choice) return choice.error();
+    r.tool_choice = *choice;
     p.load_only = r.messages.empty();
     return p;
   }

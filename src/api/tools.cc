@@ -52,12 +52,12 @@ Result<std::vector<serve::Tool>> ParseTools(const json& body, const char* key, T
       return BadRequest("'" + where + "' needs a 'name' of 1 to 64 letters, digits, '_' or '-'");
     }
     if (!names.insert(*name).second) return BadRequest("two tools are named '" + *name + "'");
-    serve::Tool tool{*name, description.value_or(""), nullptr};
+    serve::Tool tool{*name, description.value_or(""), ""};
     if (fn->contains(schema_key) && !(*fn)[schema_key].is_null()) {
       if (!(*fn)[schema_key].is_object()) {
         return BadRequest("'" + where + "." + schema_key + "' must be a JSON schema object");
       }
-      tool.parameters = (*fn)[schema_key];
+      tool.parameters = Dump((*fn)[schema_key]);
     }
     out.push_back(std::move(tool));
   }

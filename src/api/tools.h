@@ -24,18 +24,20 @@ enum class ToolForm {
 // body[key], absent or null -> none. Errors: kInvalidArgument naming the tool
 // and field (a name must match ^[a-zA-Z0-9_-]{1,64}$, parameters must be an
 // object, names must be distinct).
-Result<std::vector<serve::Tool>> ParseTools(const nlohmann::json& body, const char* key, ToolForm form);
+Result<std::vector<serve::Tool>> ParseTools(const nlohmann::ordered_json& body, const char* key,
+                                            ToolForm form);
 
 // OpenAI's tool_choice: "auto" | "none" | "required" | {"type": "function",
 // "function": {"name": …}} (chat) or {"type": "function", "name": …}
 // (Responses). A named function must be among `tools`.
-Result<serve::ToolChoice> ParseToolChoice(const nlohmann::json& body, const std::vector<serve::Tool>& tools);
+Result<serve::ToolChoice> ParseToolChoice(const nlohmann::ordered_json& body,
+                                          const std::vector<serve::Tool>& tools);
 
 // A call's arguments as JSON text: a string is taken as is (OpenAI), an
 // object is serialized (Ollama, Anthropic). Errors: anything else.
-Result<std::string> ArgumentsText(const nlohmann::json& arguments, const std::string& where);
+Result<std::string> ArgumentsText(const nlohmann::ordered_json& arguments, const std::string& where);
 // The reverse for clients that want an object: JSON text that does not parse
 // (a call cut short by max_tokens) becomes {}.
-nlohmann::json ArgumentsObject(const std::string& arguments);
+nlohmann::ordered_json ArgumentsObject(const std::string& arguments);
 
 }  // namespace hone::api

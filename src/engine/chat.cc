@@ -3,6 +3,7 @@
 #include <llama.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <random>
 
 // llama.cpp's common library (angle brackets: not engine/chat.h beside this file)
@@ -162,6 +163,7 @@ Result<ChatPlan> ChatTemplate::Render(const ChatInput& input) const {
   plan.stops = p.additional_stops;
   plan.format = common_chat_format_name(p.format);
   plan.parse_output = calls_allowed;
+  plan.single_call = calls_allowed && !input.parallel_tool_calls;
   for (const auto& s : p.preserved_tokens) {
     if (auto t = SingleToken(tok, s)) plan.preserved_tokens.push_back(*t);
   }
@@ -202,21 +204,38 @@ struct ChatOutputParser::State {
   std::vector<std::string> ids;  // one per tool call, stable across parses
   std::vector<bool> announced;   // the call's id and name went out
   std::vector<ToolCall> calls;
+  bool single_call = false;
+  bool complete = false;
 };
 
 ChatOutputParser::ChatOutputParser(const ChatPlan& plan) : state_(std::make_unique<State>()) {
   state_->parser = plan.parser;
   state_->text = plan.answer_prefix;
+  state_->single_call = plan.single_call;
 }
 
 ChatOutputParser::~ChatOutputParser() = default;
 
 std::vector<ChatOutputParser::Delta> ChatOutputParser::Push(const std::string& text) {
-  state_->text += text;
-  return Parse(/*partial=*/true);
+  State& s = *state_;
+  if (s.complete) return {};
+  s.text += text;
+  std::vector<Delta> out = Parse(/*partial=*/true);
+  // The first call's arguments are a whole JSON object: nothing the model
+  // writes after it can change the call (the grammar allows only its closing
+  // marker, or more calls).
+  if (s.single_call && !s.msg.tool_calls.empty() && nlohmann::json::accept(s.msg.tool_calls[0].arguments)) {
+    s.complete = true;
+  }
+  return out;
 }
 
-std::vector<ChatOutputParser::Delta> ChatOutputParser::Finish() { return Parse(/*partial=*/false); }
+std::vector<ChatOutputParser::Delta> ChatOutputParser::Finish() {
+  if (state_->complete) return {};
+  return Parse(/*partial=*/false);
+}
+
+bool ChatOutputParser::complete() const { return state_->complete; }
 
 const std::vector<ToolCall>& ChatOutputParser::tool_calls() const { return state_->calls; }
 

@@ -72,7 +72,10 @@ struct ChatPlan {
   // The answer begins with this text, already in the prompt (a forced call's
   // opening marker); the parser reads it before the generated text.
   std::string answer_prefix;
-  bool parse_output = false;                      // tools are in play: parse the output (ChatOutputParser)
+  bool parse_output = false;  // tools are in play: parse the output (ChatOutputParser)
+  // One call per answer: the library's grammar allows more, so the parser
+  // says when the first call is complete and generation can stop there.
+  bool single_call = false;
   std::string format;                             // the library's name for the output format
   std::shared_ptr<const ChatParserState> parser;  // opaque: for ChatOutputParser
 };
@@ -120,6 +123,9 @@ class ChatOutputParser {
   // The end of the answer: a final parse releases whatever was held back.
   std::vector<Delta> Finish();
   const std::vector<ToolCall>& tool_calls() const;
+  // With ChatPlan::single_call: the first call is complete; whatever comes
+  // after it is ignored, and generation should stop.
+  bool complete() const;
 
  private:
   std::vector<Delta> Parse(bool partial);

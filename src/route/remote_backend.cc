@@ -80,7 +80,11 @@ class RemoteCompletion final : public serve::Completion {
         End();
       }
     }
-    if (events_.empty()) return serve::CompletionEvent{.kind = serve::CompletionEvent::Kind::kDone};
+    if (events_.empty()) {
+      serve::CompletionEvent done;
+      done.kind = serve::CompletionEvent::Kind::kDone;
+      return done;
+    }
     serve::CompletionEvent e = std::move(events_.front());
     events_.pop_front();
     return e;
@@ -123,10 +127,37 @@ class RemoteCompletion final : public serve::Completion {
     if (!text.empty()) {
       if (!first_token_) first_token_ = Clock::now();
       ++chunks_;
-      events_.push_back({.kind = serve::CompletionEvent::Kind::kText, .choice = 0, .text = text});
+      serve::CompletionEvent ev;
+      ev.kind = serve::CompletionEvent::Kind::kText;
+      ev.text = std::move(text);
+      events_.push_back(std::move(ev));
+    }
+    if (c.contains("delta") && c["delta"].is_object() && c["delta"].contains("tool_calls") &&
+        c["delta"]["tool_calls"].is_array()) {
+      for (const json& t : c["delta"]["tool_calls"]) AbsorbToolCall(t);
     }
     if (c.contains("finish_reason") && c["finish_reason"].is_string())
       finish_ = c["finish_reason"].get<std::string>();
+  }
+
+  // OpenAI's delta.tool_calls piece: index, then id, name and arguments as they come.
+  void AbsorbToolCall(const json& t) {
+    if (!t.is_object()) return;
+    serve::CompletionEvent ev;
+    ev.kind = serve::CompletionEvent::Kind::kToolCall;
+    ev.tool.index = t.contains("index") && t["index"].is_number_unsigned() ? t["index"].get<size_t>() : 0;
+    if (t.contains("id") && t["id"].is_string()) ev.tool.id = t["id"].get<std::string>();
+    if (t.contains("function") && t["function"].is_object()) {
+      const json& fn = t["function"];
+      if (fn.contains("name") && fn["name"].is_string()) ev.tool.name = fn["name"].get<std::string>();
+      if (fn.contains("arguments") && fn["arguments"].is_string())
+        ev.tool.arguments = fn["arguments"].get<std::string>();
+    }
+    if (ev.tool.name.empty() && ev.tool.arguments.empty()) return;
+    if (!first_token_) first_token_ = Clock::now();
+    ++chunks_;
+    tool_calls_ = true;
+    events_.push_back(std::move(ev));
   }
 
   void End() {
@@ -148,7 +179,9 @@ class RemoteCompletion final : public serve::Completion {
       r.error = MakeError(ErrorCode::kUpstream, stream_error_);
       breaker_->Failure();
     } else if (!finish_.empty() || sse_.done()) {
-      r.finish = finish_ == "length" ? serve::FinishReason::kLength : serve::FinishReason::kStop;
+      r.finish = finish_ == "length"                      ? serve::FinishReason::kLength
+                 : finish_ == "tool_calls" || tool_calls_ ? serve::FinishReason::kToolCalls
+                                                          : serve::FinishReason::kStop;
       breaker_->Success();
     } else {
       const TransportError t = call_->error();
@@ -159,7 +192,10 @@ class RemoteCompletion final : public serve::Completion {
                               " chunks without finishing" + (detail.empty() ? "" : " (" + detail + ")"));
       breaker_->Failure();
     }
-    events_.push_back({.kind = serve::CompletionEvent::Kind::kChoiceEnd, .choice = 0, .result = r});
+    serve::CompletionEvent ev;
+    ev.kind = serve::CompletionEvent::Kind::kChoiceEnd;
+    ev.result = std::move(r);
+    events_.push_back(std::move(ev));
   }
 
   std::unique_ptr<HttpCall> call_;
@@ -172,6 +208,7 @@ class RemoteCompletion final : public serve::Completion {
   std::deque<serve::CompletionEvent> events_;
   serve::Usage usage_;
   bool got_usage_ = false;
+  bool tool_calls_ = false;  // the upstream made calls (its finish_reason may say "stop")
   int chunks_ = 0;
   std::string finish_, stream_error_;
   std::optional<Clock::time_point> first_token_;
@@ -185,8 +222,49 @@ std::string OpenAiBody(const serve::GenerationRequest& r, const std::string& mod
   json j = {{"model", model}, {"stream", true}, {"stream_options", {{"include_usage", true}}}};
   if (r.chat) {
     json msgs = json::array();
-    for (const serve::Message& m : r.messages) msgs.push_back({{"role", m.role}, {"content", m.content}});
+    for (const serve::Message& m : r.messages) {
+      json msg = {{"role", m.role}, {"content", m.content}};
+      if (!m.tool_calls.empty()) {
+        json calls = json::array();
+        for (const auto& c : m.tool_calls) {
+          calls.push_back({{"id", c.id},
+                           {"type", "function"},
+                           {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+        }
+        msg["tool_calls"] = calls;
+        if (m.content.empty()) msg["content"] = nullptr;
+      }
+      if (!m.tool_call_id.empty()) msg["tool_call_id"] = m.tool_call_id;
+      if (m.role == "tool" && !m.name.empty()) msg["name"] = m.name;
+      msgs.push_back(std::move(msg));
+    }
     j["messages"] = msgs;
+    // Tools in OpenAI's chat form, whatever API the client spoke.
+    if (!r.tools.empty()) {
+      json tools = json::array();
+      for (const auto& t : r.tools) {
+        json fn = {{"name", t.name},
+                   {"parameters", t.parameters.empty() ? json{{"type", "object"}}
+                                                       : json::parse(t.parameters, nullptr, false)}};
+        if (!t.description.empty()) fn["description"] = t.description;
+        tools.push_back({{"type", "function"}, {"function", fn}});
+      }
+      j["tools"] = tools;
+      switch (r.tool_choice.mode) {
+        case serve::ToolChoice::Mode::kAuto:
+          break;
+        case serve::ToolChoice::Mode::kNone:
+          j["tool_choice"] = "none";
+          break;
+        case serve::ToolChoice::Mode::kRequired:
+          j["tool_choice"] =
+              r.tool_choice.function.empty()
+                  ? json("required")
+                  : json{{"type", "function"}, {"function", {{"name", r.tool_choice.function}}}};
+          break;
+      }
+      if (r.parallel_tool_calls) j["parallel_tool_calls"] = *r.parallel_tool_calls;
+    }
     // A trailing assistant message is a prefix to continue (vLLM's and
     // llama-server's spelling; hone serve continues it as well).
     if (continuation && r.continue_final) {

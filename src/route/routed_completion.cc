@@ -41,6 +41,7 @@ serve::CompletionEvent RoutedCompletion::Next(Clock::time_point deadline) {
       if (e.choice == 0) emitted_ += e.text;
       return e;
     }
+    if (e.kind == Kind::kToolCall) tool_call_seen_ = true;
     if (e.kind != Kind::kChoiceEnd) return e;
     serve::ChoiceResult& r = e.result;
     const bool broke =
@@ -77,6 +78,8 @@ serve::CompletionEvent RoutedCompletion::Next(Clock::time_point deadline) {
 
 bool RoutedCompletion::Recover(const Error& why, Clock::time_point) {
   if (request_.format.type != serve::ResponseFormat::Type::kNone && !emitted_.empty()) return false;
+  // Half a tool call cannot be handed to another model to finish.
+  if (tool_call_seen_) return false;
   serve::GenerationRequest next = request_;
   const bool resume = !emitted_.empty();
   if (resume) {

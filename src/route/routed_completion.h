@@ -46,6 +46,7 @@ class RoutedCompletion final : public serve::Completion {
   const serve::Clock::time_point start_;
   std::string note_;
   std::string emitted_;                // text of choice 0 that reached the client
+  bool tool_call_seen_ = false;        // a tool call went out: the stream cannot be resumed elsewhere
   int earlier_completion_tokens_ = 0;  // from targets that broke
   bool first_text_seen_ = false;
   std::atomic<bool> cancelled_{false};

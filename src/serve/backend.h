@@ -39,6 +39,8 @@ struct ToolCall {
 };
 
 struct Message {
+  Message() = default;
+  Message(std::string r, std::string c) : role(std::move(r)), content(std::move(c)) {}
   std::string role;  // "system", "user", "assistant", "tool"
   std::string content;
   std::vector<ToolCall> tool_calls;  // assistant: the calls it made
@@ -50,7 +52,7 @@ struct Message {
 struct Tool {
   std::string name;
   std::string description;
-  nlohmann::json parameters;  // JSON schema; null: any object
+  std::string parameters;  // JSON schema text, keys in the client's order; empty: any object
 };
 
 struct ToolChoice {

@@ -26,7 +26,7 @@ engine::ChatInput ToEngine(const GenerationRequest& r, const std::vector<Message
   }
   for (const Tool& tool : r.tools) {
     in.tools.push_back(
-        {tool.name, tool.description, tool.parameters.is_null() ? "" : tool.parameters.dump()});
+        {tool.name, tool.description, tool.parameters});
   }
   switch (r.tool_choice.mode) {
     case ToolChoice::Mode::kAuto:

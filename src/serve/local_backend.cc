@@ -76,6 +76,11 @@ class LocalCompletion final : public Completion {
     if (!text.empty()) {
       if (parser) {
         QueueDeltas(parser->Push(text));
+        // One call was asked for and it is whole: stop the model here.
+        if (parser->complete() && !job.cancelled()) {
+          job.Cancel();
+          call_complete_ = true;
+        }
       } else {
         Queue(CompletionEvent{CompletionEvent::Kind::kText, next_, text, {}, {}});
       }
@@ -84,6 +89,11 @@ class LocalCompletion final : public Completion {
       ChoiceResult r = ChoiceResultOf(job.result());
       if (parser) {
         QueueDeltas(parser->Finish());
+        if (call_complete_ && r.finish == FinishReason::kCancelled) {
+          r.finish = FinishReason::kStop;  // it was this reader that stopped it
+          r.error.reset();
+        }
+        call_complete_ = false;
         if (!parser->tool_calls().empty() && r.finish == FinishReason::kStop)
           r.finish = FinishReason::kToolCalls;
       }
@@ -124,6 +134,7 @@ class LocalCompletion final : public Completion {
   std::vector<std::unique_ptr<engine::ChatOutputParser>> parsers_;  // null: plain text
   std::deque<CompletionEvent> pending_;  // events read from a job, not yet handed out
   size_t next_ = 0;                      // the choice being read
+  bool call_complete_ = false;           // this reader stopped the current job after its call
 };
 
 }  // namespace
