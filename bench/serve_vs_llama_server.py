@@ -10,8 +10,16 @@ its defaults, and llama-server with the same parallelism (-np 8, same total
 context). Also: TTFT of a first request to a model hone has not loaded yet
 (page cache warm), and hone's RSS after keep_alive expiry.
 
-Usage: bench/serve_vs_llama_server.py [--model M] [--reps 2] [--threads T]
-Writes bench/results/serve_vs_llama_server-<host>-<date>.{md,json}.
+With --tools every chat request also offers a 2-function tool list
+(lookup_order, book_technician) with tool_choice "auto", so the prompt grows
+by the rendered tool list; llama-server then runs with --jinja instead of
+--no-jinja (its tool support needs Jinja templates). Streamed
+delta.tool_calls chunks count as generated pieces like delta.content, and the
+responses that finish with finish_reason "tool_calls" are counted per server.
+
+Usage: bench/serve_vs_llama_server.py [--model M] [--reps 2] [--threads T] [--levels 1,4,8] [--tools]
+Writes bench/results/serve_vs_llama_server-<host>-<date>.{md,json}, or
+bench/results/serve_vs_llama_server_tools-<host>-<date>.{md,json} with --tools.
 """
 import argparse, datetime, http.client, json, math, os, socket, statistics, subprocess, sys, threading, time
 
@@ -74,6 +82,26 @@ def wait_ready(port, proc, timeout=180):
 # such requests are counted in the table's last column.
 API = "chat"
 
+# --tools: the tool list every chat request carries (OpenAI form), with
+# tool_choice "auto". Off by default; set from the command line in main().
+USE_TOOLS = False
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "lookup_order",
+        "description": "Look up a customer's order by its number",
+        "parameters": {"type": "object",
+                       "properties": {"order_id": {"type": "integer"},
+                                      "email": {"type": "string", "maxLength": 64}},
+                       "required": ["order_id"]}}},
+    {"type": "function", "function": {
+        "name": "book_technician",
+        "description": "Book a technician visit for a line that is down",
+        "parameters": {"type": "object",
+                       "properties": {"date": {"type": "string", "format": "date"},
+                                      "slot": {"type": "string", "enum": ["morning", "afternoon"]}},
+                       "required": ["date", "slot"]}}},
+]
+
 
 def chatml(question):
     return (f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n{question}<|im_end|>\n"
@@ -81,12 +109,18 @@ def chatml(question):
 
 
 def stream_chat(port, model, question, max_tokens, seed):
-    """One streaming request: returns (ttft, [inter-token gaps], tokens, error)."""
+    """One streaming request: returns (ttft, [inter-token gaps], tokens, error, finish_reason).
+
+    A chunk counts as one generated piece when it carries delta.content,
+    delta.tool_calls (a server streaming a tool call) or, for /v1/completions,
+    text; TTFT is the time to the first such chunk."""
     common = {"model": model, "stream": True, "stream_options": {"include_usage": True},
               "max_tokens": max_tokens, "temperature": 0.8, "seed": seed, "ignore_eos": True}
     if API == "chat":
         path = "/v1/chat/completions"
         body = dict(common, messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}])
+        if USE_TOOLS:
+            body.update(tools=TOOLS, tool_choice="auto")
     else:
         path = "/v1/completions"
         body = dict(common, prompt=chatml(question))
@@ -97,7 +131,7 @@ def stream_chat(port, model, question, max_tokens, seed):
     r = c.getresponse()
     if r.status != 200:
         raise RuntimeError(f"HTTP {r.status}: {r.read()[:200]}")
-    ttft, last, gaps, chunks, usage, error = None, None, [], 0, None, None
+    ttft, last, gaps, chunks, usage, error, finish = None, None, [], 0, None, None, None
     while True:
         line = r.readline()
         if not line:
@@ -111,7 +145,10 @@ def stream_chat(port, model, question, max_tokens, seed):
         if d.get("usage"):
             usage = d["usage"]
         choice = d["choices"][0] if d.get("choices") else {}
-        if choice.get("delta", {}).get("content") or choice.get("text"):
+        if choice.get("finish_reason"):
+            finish = choice["finish_reason"]
+        delta = choice.get("delta") or {}
+        if delta.get("content") or delta.get("tool_calls") or choice.get("text"):
             now = time.perf_counter()
             if ttft is None:
                 ttft = now - t0
@@ -120,7 +157,7 @@ def stream_chat(port, model, question, max_tokens, seed):
             last = now
             chunks += 1
     tokens = usage["completion_tokens"] if usage else chunks
-    return ttft or (time.perf_counter() - t0), gaps, tokens, error
+    return ttft or (time.perf_counter() - t0), gaps, tokens, error, finish
 
 
 def run_level(port, model, clients, per_client, max_tokens, rep):
@@ -142,7 +179,8 @@ def run_level(port, model, clients, per_client, max_tokens, rep):
     wall = time.perf_counter() - t0
     return {"tps": sum(r[2] for r in results) / wall, "ttft": [r[0] for r in results],
             "itl": [g for r in results for g in r[1]], "tokens": sum(r[2] for r in results),
-            "requests": len(results), "failed": sum(1 for r in results if r[3])}
+            "requests": len(results), "failed": sum(1 for r in results if r[3]),
+            "tool_calls": sum(1 for r in results if r[4] == "tool_calls")}
 
 
 def pct(xs, q):
@@ -181,6 +219,13 @@ class Server:
 # match the expected peg-native format"); --no-jinja gives the peer its best
 # case with the same ChatML template.
 NO_JINJA = ["--no-jinja"]
+# With --tools llama-server needs its Jinja chat path (tool lists are rendered
+# and tool calls parsed only there).
+JINJA = ["--jinja"]
+
+
+def peer_template_flags(tools):
+    return JINJA if tools else NO_JINJA
 
 
 def main():
@@ -197,9 +242,16 @@ def main():
     ap.add_argument("--servers", help="comma-separated name prefixes, e.g. 'hone,llama-server -np'")
     ap.add_argument("--stamp", default=datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M"))
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "bench/results"))
+    ap.add_argument("--tools", action="store_true",
+                    help="every chat request also carries a 2-function tool list (tool_choice auto); "
+                         "llama-server runs with --jinja instead of --no-jinja")
     a = ap.parse_args()
-    global API
+    if a.tools and a.api != "chat":
+        ap.error("--tools needs --api chat (tool lists go over the chat API)")
+    global API, USE_TOOLS
     API = a.api
+    USE_TOOLS = a.tools
+    peer_flags = peer_template_flags(a.tools)
     peer_bin = a.peer_bin or os.path.join(peer_prefix(), "bin")
     machine = json.loads(subprocess.run([a.hone, "info", "--json", "--bandwidth-seconds", "0.5"], capture_output=True,
                                         text=True, check=True).stdout)
@@ -212,10 +264,10 @@ def main():
         "hone serve": [a.hone, "serve", "-m", model, "--port", "{port}", "--slots", str(slots), "--ctx", str(ctx_slot),
                        "--threads", str(threads), "--quiet", "true"],
         "llama-server (defaults)": [os.path.join(peer_bin, "llama-server"), "-m", model, "--port", "{port}",
-                                    "-t", str(threads), "-a", name, *NO_JINJA],
+                                    "-t", str(threads), "-a", name, *peer_flags],
         f"llama-server -np {slots}": [os.path.join(peer_bin, "llama-server"), "-m", model, "--port", "{port}",
                                       "-t", str(threads), "-np", str(slots), "-c", str(slots * ctx_slot), "-a", name,
-                                      *NO_JINJA],
+                                      *peer_flags],
     }
     if a.servers:
         keep = [x.strip() for x in a.servers.split(",")]
@@ -244,7 +296,7 @@ def main():
                               str(ctx_slot), "--threads", str(threads), "--keep-alive", "2s", "--quiet", "true"],
                 port) as srv:
         cold["rss_before_mb"] = rss_mb(srv.proc.pid)
-        ttft, _, _, _ = stream_chat(port, name, QUESTIONS[1], 16, seed=3)
+        ttft = stream_chat(port, name, QUESTIONS[1], 16, seed=3)[0]
         cold["hone_unloaded_ttft_s"] = ttft
         cold["rss_loaded_mb"] = rss_mb(srv.proc.pid)
         time.sleep(3.5)
@@ -252,9 +304,9 @@ def main():
     port = free_port()
     t0 = time.perf_counter()
     peer_cmd = [os.path.join(peer_bin, "llama-server"), "-m", model, "--port", str(port), "-t", str(threads), "-a", name,
-                *NO_JINJA]
+                *peer_flags]
     with Server("peer cold", peer_cmd, port) as srv:
-        ttft, _, _, _ = stream_chat(port, name, QUESTIONS[1], 16, seed=3)
+        ttft = stream_chat(port, name, QUESTIONS[1], 16, seed=3)[0]
         cold["llama_server_start_to_first_token_s"] = time.perf_counter() - t0
     write_results(a, machine, threads, model, servers, levels, data, cold)
 
@@ -270,29 +322,40 @@ def write_results(a, machine, threads, model, servers, levels, data, cold):
                                     "itl_p50": pct([x for r in runs for x in r["itl"]], .5),
                                     "itl_p99": pct([x for r in runs for x in r["itl"]], .99),
                                     "requests": sum(r.get("requests", 0) for r in runs),
-                                    "failed": sum(r.get("failed", 0) for r in runs)}
+                                    "failed": sum(r.get("failed", 0) for r in runs),
+                                    "tool_calls": sum(r.get("tool_calls", 0) for r in runs)}
     stamp = a.stamp
     host = socket.gethostname().split(".")[0] or "host"
     m = {k: machine[k] for k in ("cpu_model", "arch", "physical_cores", "logical_cpus")}
-    result = {"benchmark": "serve_vs_llama_server", "date": stamp, "model": model, "threads": threads, "reps": a.reps,
-              "max_tokens": a.max_tokens, "machine": m, "rows": rows, "cold": cold}
+    bench = "serve_vs_llama_server_tools" if a.tools else "serve_vs_llama_server"
+    peer_flags = " ".join(peer_template_flags(a.tools))
+    result = {"benchmark": bench, "date": stamp, "model": model, "threads": threads, "reps": a.reps,
+              "max_tokens": a.max_tokens, "tools": a.tools, "llama_server_template_flags": peer_flags,
+              "machine": m, "rows": rows, "cold": cold}
+    if a.tools:
+        result["tool_list"] = TOOLS
     os.makedirs(a.out_dir, exist_ok=True)
-    base = os.path.join(a.out_dir, f"serve_vs_llama_server-{host}-{stamp}")
+    base = os.path.join(a.out_dir, f"{bench}-{host}-{stamp}")
     with open(base + ".json", "w") as f:
         json.dump(result, f, indent=2)
-    md = [f"# serve_vs_llama_server", "", f"- date: {stamp} UTC", f"- machine: {m['cpu_model']} ({m['arch']}), "
+    md = [f"# {bench}", "", f"- date: {stamp} UTC", f"- machine: {m['cpu_model']} ({m['arch']}), "
           f"{m['physical_cores']} cores / {m['logical_cpus']} CPUs; {threads} threads per server",
           f"- model: `{os.path.relpath(model, ROOT)}`; workload: ~300-token shared system prompt, ~30-token user turn, "
-          f"{a.max_tokens} generated tokens, streamed; {a.reps} repetitions per level (servers interleaved)",
-          f"- load average when written: {os.getloadavg()[0]:.1f} (other jobs share this machine: expect noise)",
-          f"- API: {API} (see the comment at API in the script); llama-server runs with {' '.join(NO_JINJA)}", "",
-          "| server | clients | agg tok/s (mean ± 95% CI) | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms "
-          "| failed requests |",
-          "|---|---|---|---|---|---|---|---|"]
+          f"{a.max_tokens} generated tokens, streamed; {a.reps} repetitions per level (servers interleaved)"]
+    if a.tools:
+        md.append("- tools: every request also carries a 2-function tool list (lookup_order, book_technician; "
+                  "tool_choice auto), so the prompt grows by the rendered tool list; streamed delta.tool_calls "
+                  "chunks count as generated pieces; llama-server runs with --jinja (tools need its Jinja templates)")
+    md += [f"- load average when written: {os.getloadavg()[0]:.1f} (other jobs share this machine: expect noise)",
+           f"- API: {API} (see the comment at API in the script); llama-server runs with {peer_flags}", "",
+           "| server | clients | agg tok/s (mean ± 95% CI) | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms "
+           "| failed requests |" + (" finish_reason tool_calls |" if a.tools else ""),
+           "|---|---|---|---|---|---|---|---|" + ("---|" if a.tools else "")]
     for r in rows.values():
         md.append(f"| {r['server']} | {r['clients']} | {r['tps']['mean']:.1f} ± {r['tps']['ci95']:.1f} | "
                   f"{1000 * r['ttft_p50']:.0f} | {1000 * r['ttft_p99']:.0f} | {1000 * r['itl_p50']:.1f} | "
-                  f"{1000 * r['itl_p99']:.1f} | {r['failed']} of {r['requests']} |")
+                  f"{1000 * r['itl_p99']:.1f} | {r['failed']} of {r['requests']} |"
+                  + (f" {r['tool_calls']} of {r['requests']} |" if a.tools else ""))
     md += ["", "Ratio of aggregate tok/s, hone / peer:", ""]
     for c in levels:
         if f"hone serve|{c}" not in rows:

@@ -1,0 +1,102 @@
+// Anthropic's Messages API (/v1/messages) through the official
+// `@anthropic-ai/sdk` client against a real `hone serve` (synthetic Qwen2.5,
+// random weights), with an API key sent as x-api-key.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import Anthropic from '@anthropic-ai/sdk';
+import { modelsDir, startServer, post } from './helpers.mjs';
+
+const lookupOrder = {
+  name: 'lookup_order',
+  description: 'Look up an order by its number',
+  input_schema: {
+    type: 'object',
+    properties: { order_id: { type: 'integer' }, email: { type: 'string', maxLength: 40 } },
+    required: ['order_id'],
+  },
+};
+
+let server, client;
+before(async () => {
+  server = await startServer(['--models', modelsDir(), '--slots', '2', '--ctx', '2048'], { HONE_API_KEYS: 'sk-ant-test' });
+  client = new Anthropic({ baseURL: server.url, apiKey: 'sk-ant-test', maxRetries: 0 });
+});
+after(async () => server && (await server.stop()));
+
+test('a message: system, text content, stop_reason and usage', async () => {
+  const m = await client.messages.create({ model: 'tiny', system: 'You are terse.', max_tokens: 6, messages: [{ role: 'user', content: 'Hello' }] });
+  assert.equal(m.type, 'message');
+  assert.equal(m.role, 'assistant');
+  assert.match(m.id, /^msg_/);
+  assert.equal(m.content[0].type, 'text');
+  assert.ok(m.content[0].text.length > 0);
+  assert.equal(m.stop_reason, 'max_tokens');
+  assert.equal(m.usage.output_tokens, 6);
+  assert.ok(m.usage.input_tokens > 5);
+  // Content blocks and a system array read the same as strings.
+  const blocks = await client.messages.create({ model: 'tiny', system: [{ type: 'text', text: 'You are terse.' }], max_tokens: 1, messages: [{ role: 'user', content: [{ type: 'text', text: 'Hello' }] }] });
+  assert.equal(blocks.usage.input_tokens, m.usage.input_tokens);
+});
+
+test('streaming: Anthropic events, and the SDK assembles the same text', async () => {
+  const stream = client.messages.stream({ model: 'tiny', max_tokens: 10, messages: [{ role: 'user', content: 'Tell me a story' }], stop_sequences: ['\n\n\n'] });
+  const types = [];
+  let text = '';
+  for await (const ev of stream) {
+    types.push(ev.type);
+    if (ev.type === 'content_block_delta' && ev.delta.type === 'text_delta') text += ev.delta.text;
+  }
+  const final = await stream.finalMessage();
+  assert.equal(types[0], 'message_start');
+  assert.equal(types[1], 'content_block_start');
+  assert.ok(types.includes('content_block_delta'));
+  assert.deepEqual(types.slice(-3), ['content_block_stop', 'message_delta', 'message_stop']);
+  assert.equal(final.content[0].text, text);
+  assert.equal(final.usage.output_tokens, 10);
+});
+
+test('a forced tool_use, non-streamed and streamed, then a tool_result turn', async () => {
+  for (const tool_choice of [{ type: 'any' }, { type: 'tool', name: 'lookup_order' }]) {
+    const m = await client.messages.create({ model: 'tiny', max_tokens: 400, tools: [lookupOrder], tool_choice, messages: [{ role: 'user', content: 'Where is order 42?' }] });
+    assert.equal(m.stop_reason, 'tool_use');
+    const use = m.content.find((b) => b.type === 'tool_use');
+    assert.ok(use, JSON.stringify(m.content));
+    assert.equal(use.name, 'lookup_order');
+    assert.equal(typeof use.input, 'object');
+    assert.ok(Number.isInteger(use.input.order_id));
+  }
+  const stream = client.messages.stream({ model: 'tiny', max_tokens: 400, tools: [lookupOrder], tool_choice: { type: 'any' }, messages: [{ role: 'user', content: 'Where is order 42?' }] });
+  let partial = '';
+  for await (const ev of stream) {
+    if (ev.type === 'content_block_delta' && ev.delta.type === 'input_json_delta') partial += ev.delta.partial_json;
+  }
+  const final = await stream.finalMessage();
+  const use = final.content.find((b) => b.type === 'tool_use');
+  assert.deepEqual(use.input, JSON.parse(partial), 'the SDK parsed the streamed input_json_delta pieces');
+  assert.ok(Number.isInteger(use.input.order_id));
+  assert.equal(final.stop_reason, 'tool_use');
+
+  const next = await client.messages.create({
+    model: 'tiny',
+    max_tokens: 4,
+    tools: [lookupOrder],
+    messages: [
+      { role: 'user', content: 'Where is order 42?' },
+      { role: 'assistant', content: [{ type: 'tool_use', id: use.id, name: 'lookup_order', input: use.input }] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: '{"status": "shipped"}' }] },
+    ],
+  });
+  assert.equal(next.type, 'message');
+  assert.ok(next.usage.input_tokens > final.usage.input_tokens);
+});
+
+test('errors use Anthropic\'s envelope and status codes', async () => {
+  await assert.rejects(client.messages.create({ model: 'nope', max_tokens: 4, messages: [{ role: 'user', content: 'x' }] }), (e) => e instanceof Anthropic.NotFoundError && e.error.type === 'error' && e.error.error.type === 'not_found_error');
+  await assert.rejects(client.messages.create({ model: 'tiny', messages: [{ role: 'user', content: 'x' }] }), (e) => e.status === 400 && /max_tokens/.test(e.message));
+  await assert.rejects(client.messages.create({ model: 'tiny', max_tokens: 4, messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'AA==' } }] }] }), (e) => e.status === 400 && /image blocks are not supported/.test(e.message));
+  const wrong = new Anthropic({ baseURL: server.url, apiKey: 'sk-wrong', maxRetries: 0 });
+  await assert.rejects(wrong.messages.create({ model: 'tiny', max_tokens: 4, messages: [{ role: 'user', content: 'x' }] }), (e) => e instanceof Anthropic.AuthenticationError && e.error.error.type === 'authentication_error');
+  // Bearer works too, as for the other APIs.
+  const r = await post(server.url + '/v1/messages', { model: 'tiny', max_tokens: 1, messages: [{ role: 'user', content: 'x' }] }, { Authorization: 'Bearer sk-ant-test' });
+  assert.equal(r.status, 200);
+});
