@@ -1,13 +1,13 @@
 #include "engine/amx.h"
 
 #include <cpuid.h>
-#include <cstdio>
 #include <ggml-alloc.h>
 #include <ggml-backend.h>
 #include <ggml-cpu.h>
 #include <ggml.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>

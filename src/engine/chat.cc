@@ -121,7 +121,7 @@ Result<ChatPlan> ChatTemplate::Render(const ChatInput& input) const {
   const Tokenizer tok(model_);
   common_chat_templates_inputs in;
   in.use_jinja = true;
-  in.add_generation_prompt = true;
+  in.add_generation_prompt = input.add_generation_prompt;
   in.parallel_tool_calls = input.parallel_tool_calls;
   for (const auto& t : input.turns) in.messages.push_back(ToLibrary(t));
   for (const auto& t : input.tools) {

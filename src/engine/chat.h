@@ -53,6 +53,7 @@ struct ChatInput {
   ToolChoice tool_choice = ToolChoice::kAuto;
   std::string forced_tool;  // with kRequired: only this function may be called
   bool parallel_tool_calls = false;
+  bool add_generation_prompt = true;  // end with an open assistant turn
 };
 
 // What a rendered conversation asks of generation.

@@ -23,8 +23,9 @@ Result<ggml_type> KvType(const std::string& name) {
   if (name == "q4_1") return GGML_TYPE_Q4_1;
   if (name == "q5_0") return GGML_TYPE_Q5_0;
   if (name == "q5_1") return GGML_TYPE_Q5_1;
-  return MakeError(ErrorCode::kInvalidArgument,
-                   "unknown KV cache type '" + name + "' (expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1)");
+  return MakeError(
+      ErrorCode::kInvalidArgument,
+      "unknown KV cache type '" + name + "' (expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1)");
 }
 
 ggml_threadpool* MakePool(const std::vector<int>& cpus, int n_threads, bool strict, int poll) {
@@ -60,9 +61,12 @@ uint64_t AvailableMemoryBytes() {
 
 const char* FlashAttnName(FlashAttn f) {
   switch (f) {
-    case FlashAttn::kAuto: return "auto";
-    case FlashAttn::kOn: return "on";
-    case FlashAttn::kOff: return "off";
+    case FlashAttn::kAuto:
+      return "auto";
+    case FlashAttn::kOn:
+      return "on";
+    case FlashAttn::kOff:
+      return "off";
   }
   return "?";
 }
@@ -101,7 +105,8 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<Model> model, c
   if (opt.threads <= 0) opt.threads = DefaultThreadCount();
   if (opt.threads_batch <= 0) opt.threads_batch = opt.threads;
   if (opt.n_seq_max == 0) return MakeError(ErrorCode::kInvalidArgument, "n_seq_max must be at least 1");
-  if (opt.n_ubatch == 0 || opt.n_batch == 0) return MakeError(ErrorCode::kInvalidArgument, "batch sizes must be > 0");
+  if (opt.n_ubatch == 0 || opt.n_batch == 0)
+    return MakeError(ErrorCode::kInvalidArgument, "batch sizes must be > 0");
   opt.n_ubatch = std::min(opt.n_ubatch, opt.n_batch);
   if (opt.n_ctx == 0) opt.n_ctx = std::max(model->info().n_ctx_train, 512);
   auto tk = KvType(opt.kv_type_k);
@@ -116,11 +121,11 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<Model> model, c
   if (auto est = EstimateMemory(model->gguf(), req); est && budget > 0) {
     uint64_t extra = est->kv_cache + est->compute + est->output;
     if (extra > budget) {
-      return MakeError(ErrorCode::kOutOfMemory,
-                       "a context of " + std::to_string(opt.n_ctx) + " tokens needs about " +
-                           std::to_string(extra >> 20) + " MiB (KV cache " + std::to_string(est->kv_cache >> 20) +
-                           " MiB) but only " + std::to_string(budget >> 20) +
-                           " MiB is available; use a smaller context");
+      return MakeError(ErrorCode::kOutOfMemory, "a context of " + std::to_string(opt.n_ctx) +
+                                                    " tokens needs about " + std::to_string(extra >> 20) +
+                                                    " MiB (KV cache " + std::to_string(est->kv_cache >> 20) +
+                                                    " MiB) but only " + std::to_string(budget >> 20) +
+                                                    " MiB is available; use a smaller context");
     }
   }
 
@@ -138,11 +143,21 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<Model> model, c
                                                            : LLAMA_FLASH_ATTN_TYPE_AUTO;
   cp.embeddings = opt.embeddings;
   switch (opt.pooling) {
-    case Pooling::kModelDefault: cp.pooling_type = LLAMA_POOLING_TYPE_UNSPECIFIED; break;
-    case Pooling::kNone: cp.pooling_type = LLAMA_POOLING_TYPE_NONE; break;
-    case Pooling::kMean: cp.pooling_type = LLAMA_POOLING_TYPE_MEAN; break;
-    case Pooling::kCls: cp.pooling_type = LLAMA_POOLING_TYPE_CLS; break;
-    case Pooling::kLast: cp.pooling_type = LLAMA_POOLING_TYPE_LAST; break;
+    case Pooling::kModelDefault:
+      cp.pooling_type = LLAMA_POOLING_TYPE_UNSPECIFIED;
+      break;
+    case Pooling::kNone:
+      cp.pooling_type = LLAMA_POOLING_TYPE_NONE;
+      break;
+    case Pooling::kMean:
+      cp.pooling_type = LLAMA_POOLING_TYPE_MEAN;
+      break;
+    case Pooling::kCls:
+      cp.pooling_type = LLAMA_POOLING_TYPE_CLS;
+      break;
+    case Pooling::kLast:
+      cp.pooling_type = LLAMA_POOLING_TYPE_LAST;
+      break;
   }
   cp.no_perf = true;
   cp.cb_eval = opt.eval_callback;
@@ -161,15 +176,18 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<Model> model, c
     bool oom = why.find("alloc") != std::string::npos || why.find("memory") != std::string::npos;
     return MakeError(oom ? ErrorCode::kOutOfMemory : ErrorCode::kInternal,
                      "cannot create a context of " + std::to_string(opt.n_ctx) + " tokens" +
-                         (oom ? " (not enough memory; use a smaller context)" : "") + (why.empty() ? "" : ": " + why));
+                         (oom ? " (not enough memory; use a smaller context)" : "") +
+                         (why.empty() ? "" : ": " + why));
   }
   // Attach our own ggml thread pools, as llama-bench does: they carry the CPU
   // placement (and strictness), which ggml applies to its workers. On an
   // OpenMP build (the default) OpenMP's threads do the work and take that
   // placement, but the poll level has no effect (see UsesOpenMp).
-  std::vector<int> decode_cpus(opt.cpus.begin(), opt.cpus.begin() + std::min<size_t>(opt.cpus.size(), opt.threads));
+  std::vector<int> decode_cpus(opt.cpus.begin(),
+                               opt.cpus.begin() + std::min<size_t>(opt.cpus.size(), opt.threads));
   s->pool_decode_ = MakePool(decode_cpus, opt.threads, opt.strict_cpu, opt.poll);
-  if (opt.threads_batch != opt.threads) s->pool_batch_ = MakePool(opt.cpus, opt.threads_batch, opt.strict_cpu, opt.poll);
+  if (opt.threads_batch != opt.threads)
+    s->pool_batch_ = MakePool(opt.cpus, opt.threads_batch, opt.strict_cpu, opt.poll);
   if (!s->pool_decode_ || (opt.threads_batch != opt.threads && !s->pool_batch_)) {
     return MakeError(ErrorCode::kInternal, "cannot create the CPU thread pool");
   }
@@ -192,17 +210,23 @@ int Session::n_vocab() const { return llama_vocab_n_tokens(model_->vocab()); }
 int Session::n_embd() const { return llama_model_n_embd(model_->raw()); }
 
 void Session::ClearSequence(int seq) {
-  if (seq < 0) llama_memory_clear(llama_get_memory(ctx_), true);
-  else llama_memory_seq_rm(llama_get_memory(ctx_), seq, -1, -1);
+  if (seq < 0)
+    llama_memory_clear(llama_get_memory(ctx_), true);
+  else
+    llama_memory_seq_rm(llama_get_memory(ctx_), seq, -1, -1);
 }
 
-bool Session::TruncateSequence(int seq, int p0) { return llama_memory_seq_rm(llama_get_memory(ctx_), seq, p0, -1); }
+bool Session::TruncateSequence(int seq, int p0) {
+  return llama_memory_seq_rm(llama_get_memory(ctx_), seq, p0, -1);
+}
 
 void Session::CopySequence(int src, int dst, int p0, int p1) {
   llama_memory_seq_cp(llama_get_memory(ctx_), src, dst, p0, p1);
 }
 
-int Session::SequenceLength(int seq) const { return llama_memory_seq_pos_max(llama_get_memory(ctx_), seq) + 1; }
+int Session::SequenceLength(int seq) const {
+  return llama_memory_seq_pos_max(llama_get_memory(ctx_), seq) + 1;
+}
 
 const float* Session::Logits(int i) const { return llama_get_logits_ith(ctx_, i); }
 const float* Session::Embeddings(int seq) const { return llama_get_embeddings_seq(ctx_, seq); }

@@ -26,24 +26,24 @@ enum class Pooling { kModelDefault, kNone, kMean, kCls, kLast };
 
 struct SessionOptions {
   // --- affects capacity and memory ---
-  uint32_t n_ctx = 4096;        // KV cells for all sequences together; 0 = training context
-  uint32_t n_seq_max = 1;       // parallel sequences (server slots)
+  uint32_t n_ctx = 4096;   // KV cells for all sequences together; 0 = training context
+  uint32_t n_seq_max = 1;  // parallel sequences (server slots)
   std::string kv_type_k = "f16";
   std::string kv_type_v = "f16";  // quantized V needs flash attention
-  bool embeddings = false;      // embedding model use: outputs pooled vectors
+  bool embeddings = false;        // embedding model use: outputs pooled vectors
   Pooling pooling = Pooling::kModelDefault;
 
   // --- affects speed only ---
-  uint32_t n_batch = 2048;      // logical batch: most tokens per Decode call
-  uint32_t n_ubatch = 512;      // physical batch: tokens per graph evaluation
-  int threads = 0;              // decode (1 token per sequence); 0 = physical cores
-  int threads_batch = 0;        // prefill; 0 = same as threads
+  uint32_t n_batch = 2048;  // logical batch: most tokens per Decode call
+  uint32_t n_ubatch = 512;  // physical batch: tokens per graph evaluation
+  int threads = 0;          // decode (1 token per sequence); 0 = physical cores
+  int threads_batch = 0;    // prefill; 0 = same as threads
   FlashAttn flash_attn = FlashAttn::kAuto;
   // CPU placement. Empty = let the OS schedule. Otherwise threads are pinned
   // to these logical CPUs (decode uses the first `threads` of them).
   std::vector<int> cpus;
-  bool strict_cpu = false;      // one thread per listed CPU, in order
-  int poll = 50;                // 0 = sleep between graphs, 100 = spin (ggml's scale)
+  bool strict_cpu = false;  // one thread per listed CPU, in order
+  int poll = 50;            // 0 = sleep between graphs, 100 = spin (ggml's scale)
 
   // Refuse to create the session when the estimated extra memory (KV +
   // compute) exceeds this many bytes. 0 = no check.

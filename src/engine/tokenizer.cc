@@ -2,6 +2,7 @@
 
 #include <llama.h>
 
+#include "engine/chat.h"
 #include "engine/utf8.h"
 
 namespace hone::engine {
@@ -50,30 +51,15 @@ int Tokenizer::n_vocab() const { return llama_vocab_n_tokens(model_.vocab()); }
 Result<std::string> Tokenizer::ApplyChatTemplate(const std::vector<ChatMessage>& messages,
                                                  bool add_assistant_turn,
                                                  const std::string& tmpl_override) const {
-  const std::string& tmpl = tmpl_override.empty() ? model_.info().chat_template : tmpl_override;
-  if (tmpl.empty()) {
-    return MakeError(ErrorCode::kUnsupported, model_.info().name + " has no chat template");
-  }
-  std::vector<llama_chat_message> msgs;
-  size_t total = 0;
-  for (auto& m : messages) {
-    msgs.push_back({m.role.c_str(), m.content.c_str()});
-    total += m.role.size() + m.content.size();
-  }
-  std::string out(total * 2 + 1024, '\0');
-  int n = llama_chat_apply_template(tmpl.c_str(), msgs.data(), msgs.size(), add_assistant_turn, out.data(),
-                                    static_cast<int32_t>(out.size()));
-  if (n > static_cast<int>(out.size())) {
-    out.resize(n);
-    n = llama_chat_apply_template(tmpl.c_str(), msgs.data(), msgs.size(), add_assistant_turn, out.data(),
-                                  static_cast<int32_t>(out.size()));
-  }
-  if (n < 0) {
-    return MakeError(ErrorCode::kUnsupported,
-                     "the chat template of " + model_.info().name + " is not one llama.cpp recognises");
-  }
-  out.resize(n);
-  return out;
+  // Jinja, through llama.cpp's chat library (engine/chat.h), as hone serve renders.
+  auto tmpl = ChatTemplate::ForModel(model_, tmpl_override);
+  if (!tmpl) return tmpl.error();
+  ChatInput in;
+  for (const auto& m : messages) in.turns.push_back({m.role, m.content, {}, "", ""});
+  in.add_generation_prompt = add_assistant_turn;
+  auto plan = (*tmpl)->Render(in);
+  if (!plan) return plan.error();
+  return plan->prompt;
 }
 
 }  // namespace hone::engine

@@ -32,7 +32,8 @@ class Tokenizer {
   Token bos() const;
   int n_vocab() const;
 
-  // Renders messages with the model's own chat template (or `tmpl` if given).
+  // Renders messages with the model's own chat template (or `tmpl` if given),
+  // with Jinja (engine/chat.h; parses the template on every call).
   // Errors: kUnsupported when the model has no template llama.cpp understands.
   Result<std::string> ApplyChatTemplate(const std::vector<ChatMessage>& messages, bool add_assistant_turn,
                                         const std::string& tmpl = "") const;

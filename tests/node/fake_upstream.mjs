@@ -8,7 +8,8 @@
 // Control: POST /__script {default: Behaviour, queue: [Behaviour...]} (the
 // queue is used one per request first), GET /__log, POST /__reset.
 // Behaviour: {status, retry_after, ttft_ms, tokens_per_s, tokens, drop_after,
-//             hang, text, bad_keys: [..], limited_keys: [..]}
+//             hang, text, bad_keys: [..], limited_keys: [..],
+//             tool_call: {name, arguments} (answer with that call, as OpenAI streams one)}
 // Start: `node fake_upstream.mjs [port]` prints {"port": N} on stdout.
 import http from 'node:http';
 
@@ -61,6 +62,8 @@ export function startFakeUpstream(port = 0) {
     entry.stream = !!request.stream;
     entry.messages = request.messages;
     entry.max_tokens = request.max_tokens ?? request.max_completion_tokens;
+    entry.tools = request.tools;
+    entry.tool_choice = request.tool_choice;
     res.on('close', () => {
       if (!res.writableFinished) entry.disconnected = true;
     });
@@ -86,6 +89,22 @@ export function startFakeUpstream(port = 0) {
       return;
     }
     await sleep(b.ttft_ms);
+    if (b.tool_call) {
+      const call = { id: 'call_fake' + entry.id, type: 'function', function: { name: b.tool_call.name, arguments: b.tool_call.arguments } };
+      if (!request.stream) {
+        res.setHeader('Content-Type', 'application/json');
+        return res.end(JSON.stringify({ id, object: 'chat.completion', created, model: request.model, usage,
+          choices: [{ index: 0, message: { role: 'assistant', content: null, tool_calls: [call] }, finish_reason: 'tool_calls' }] }));
+      }
+      res.setHeader('Content-Type', 'text/event-stream');
+      const ev = (delta, finish = null) => `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: request.model, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+      const args = call.function.arguments, half = args.length >> 1;
+      res.write(ev({ role: 'assistant', content: null, tool_calls: [{ index: 0, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } }] }));
+      res.write(ev({ tool_calls: [{ index: 0, function: { arguments: args.slice(0, half) } }] }));
+      res.write(ev({ tool_calls: [{ index: 0, function: { arguments: args.slice(half) } }] }));
+      res.write(ev({}, 'tool_calls'));
+      return res.end('data: [DONE]\n\n');
+    }
     if (!request.stream) {
       await sleep((n * 1000) / b.tokens_per_s);
       res.setHeader('Content-Type', 'application/json');

@@ -17,7 +17,8 @@ export function modelsDir() {
   const dir = path.join(TMP, 'serve-node-models');
   fs.mkdirSync(dir, { recursive: true });
   const tiny = path.join(dir, 'tiny.gguf');
-  if (!fs.existsSync(tiny)) {
+  // A model older than the binary may come from an older synth: make it again.
+  if (!fs.existsSync(tiny) || fs.statSync(tiny).mtimeMs < fs.statSync(HONE).mtimeMs) {
     execFileSync(HONE, ['synth', '--like', 'tiny', '--out', tiny + '.part'], { stdio: 'ignore' });
     fs.renameSync(tiny + '.part', tiny);
   }

@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
 import { modelsDir, startServer, post, sleep, TMP } from './helpers.mjs';
 import { startFakeUpstream } from './fake_upstream.mjs';
 
@@ -735,6 +736,37 @@ test('a client that leaves a stream before its first byte cancels the upstream r
 });
 
 // --- what operators see ---
+
+test('tools through a route: an Anthropic client, the upstream gets the chat form and its call comes back as tool_use', { timeout: 30000 }, async () => {
+  await fresh({ default: { tool_call: { name: 'lookup_order', arguments: '{"order_id": 42}' } } });
+  const anthropic = new Anthropic({ baseURL: server.url, apiKey: 'unused', maxRetries: 0 });
+  const tool = { name: 'lookup_order', description: 'Look up an order', input_schema: { type: 'object', properties: { order_id: { type: 'integer' } }, required: ['order_id'] } };
+  const ask = { model: 'failover', max_tokens: 64, tools: [tool], tool_choice: { type: 'tool', name: 'lookup_order' }, messages: [{ role: 'user', content: 'Where is order 42?' }] };
+  const m = await within(anthropic.messages.create(ask), 20000, 'messages through a route');
+  assert.equal(m.stop_reason, 'tool_use');
+  const use = m.content.find((b) => b.type === 'tool_use');
+  assert.deepEqual(use.input, { order_id: 42 });
+  const streamed = await within(anthropic.messages.stream(ask).finalMessage(), 20000, 'streamed messages through a route');
+  assert.deepEqual(streamed.content.find((b) => b.type === 'tool_use').input, { order_id: 42 });
+  assert.equal(streamed.stop_reason, 'tool_use');
+
+  const forced = await chatPosts();
+  assert.deepEqual(forced[0].tool_choice, { type: 'function', function: { name: 'lookup_order' } });
+
+  // The tool result turn goes up in OpenAI's chat form too.
+  await fresh({ default: { text: 'it has shipped' } });
+  await within(anthropic.messages.create({ ...ask, tool_choice: undefined, messages: [
+    ask.messages[0],
+    { role: 'assistant', content: [{ type: 'tool_use', id: use.id, name: 'lookup_order', input: use.input }] },
+    { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: '{"status": "shipped"}' }] },
+  ] }), 20000, 'tool result through a route');
+  const [first] = await chatPosts();
+  assert.deepEqual(first.tools, [{ type: 'function', function: { name: 'lookup_order', parameters: tool.input_schema, description: 'Look up an order' } }]);
+  assert.equal(first.tool_choice, undefined);
+  assert.equal(first.messages[1].role, 'assistant');
+  assert.deepEqual(first.messages[1].tool_calls, [{ id: use.id, type: 'function', function: { name: 'lookup_order', arguments: '{"order_id":42}' } }]);
+  assert.deepEqual(first.messages[2], { role: 'tool', content: '{"status": "shipped"}', tool_call_id: use.id });
+});
 
 test('GET /hone/routes lists every route, target, breaker and key by fingerprint', { timeout: 30000 }, async () => {
   const { json } = await routes();

@@ -45,7 +45,12 @@ std::string TinySynthModel() {
   static std::once_flag once;
   static std::string path = TempPath("tiny-synth.f16.gguf");
   std::call_once(once, [] {
-    if (std::filesystem::exists(path)) return;
+    // A model older than the binary may come from an older synth: make it again.
+    std::error_code ec;
+    if (std::filesystem::exists(path) &&
+        std::filesystem::last_write_time(path, ec) >= std::filesystem::last_write_time(HoneBinary(), ec)) {
+      return;
+    }
     // Test processes run in parallel: each writes its own temporary file and
     // the rename publishes a whole model atomically.
     std::string tmp = path + "." + std::to_string(::getpid()) + ".tmp";
