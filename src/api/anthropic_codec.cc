@@ -157,7 +157,7 @@ class Stream final : public StreamEncoder {
   }
   std::string ChoiceEnd(size_t, const serve::ChoiceResult& r) override {
     return Close() + Event("message_delta",
-                           {{"delta", {{"stop_reason", StopReason(r.finish)}, {"stop_sequence", nullptr}}},
+                           {{"delta", {{"stop_reason", StopReason(r)}, {"stop_sequence", StopSequence(r)}}},
                             {"usage", UsageJson(r.usage)}});
   }
   std::string End(const serve::Usage&) override { return Event("message_stop", json::object()); }
@@ -180,8 +180,13 @@ class Stream final : public StreamEncoder {
 
 }  // namespace
 
-const char* StopReason(serve::FinishReason f) {
-  switch (f) {
+json StopSequence(const serve::ChoiceResult& r) {
+  return r.stop_sequence.empty() ? json(nullptr) : json(r.stop_sequence);
+}
+
+const char* StopReason(const serve::ChoiceResult& r) {
+  if (r.finish == serve::FinishReason::kStop && !r.stop_sequence.empty()) return "stop_sequence";
+  switch (r.finish) {
     case serve::FinishReason::kLength:
       return "max_tokens";
     case serve::FinishReason::kToolCalls:
@@ -257,8 +262,8 @@ json MessagesCodec::Collected(const Answer& a, const std::vector<CollectedChoice
           {"role", "assistant"},
           {"model", a.model},
           {"content", content},
-          {"stop_reason", StopReason(c.result.finish)},
-          {"stop_sequence", nullptr},
+          {"stop_reason", StopReason(c.result)},
+          {"stop_sequence", StopSequence(c.result)},
           {"usage", UsageJson(total)}};
 }
 

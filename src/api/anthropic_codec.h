@@ -24,7 +24,9 @@ class MessagesCodec final : public api::GenerationCodec {
                  const serve::Usage& total) const override;
 };
 
-// "end_turn", "max_tokens", "tool_use" for a finish reason.
-const char* StopReason(serve::FinishReason f);
+// "end_turn", "max_tokens", "tool_use", or "stop_sequence" (with the string
+// in StopSequence) for how a choice ended.
+const char* StopReason(const serve::ChoiceResult& r);
+json StopSequence(const serve::ChoiceResult& r);
 
 }  // namespace hone::api::anthropic

@@ -121,7 +121,7 @@ std::string StopMatcher::Push(const std::string& text) {
   for (auto& s : stops_) {
     if (s.empty()) continue;
     size_t at = held_.find(s);
-    if (at != std::string::npos) first = std::min(first, at);
+    if (at != std::string::npos && at < first) first = at, matched_ = s;
   }
   if (first != std::string::npos) {
     stopped_ = true;

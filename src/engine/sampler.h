@@ -76,10 +76,12 @@ class StopMatcher {
   std::string Push(const std::string& text);
   std::string Flush();  // end of generation: release the held-back tail
   bool stopped() const { return stopped_; }
+  const std::string& matched() const { return matched_; }  // the stop string that ended it
 
  private:
   std::vector<std::string> stops_;
   std::string held_;
+  std::string matched_;
   bool stopped_ = false;
 };
 

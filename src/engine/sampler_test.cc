@@ -30,6 +30,14 @@ TEST(StopMatcher, EarliestOfSeveral) {
   StopMatcher m({"bb", "a"});
   EXPECT_EQ(m.Push("xxbbya"), "xx");  // "bb" at 2 comes before "a" at 5
   EXPECT_TRUE(m.stopped());
+  EXPECT_EQ(m.matched(), "bb");  // which one: Anthropic's stop_sequence
+}
+
+TEST(StopMatcher, NothingMatchedWithoutAStop) {
+  StopMatcher m({"zz"});
+  EXPECT_EQ(m.Push("abc"), "abc");
+  EXPECT_EQ(m.Flush(), "");
+  EXPECT_EQ(m.matched(), "");
 }
 
 TEST(StopMatcher, FlushReleasesHeldTail) {

@@ -143,6 +143,7 @@ struct ChoiceResult {
   double prompt_s = 0;           // prefill: slot start to first token
   double generation_s = 0;       // first token to finish
   std::optional<double> ttft_s;  // queued to first token, when there was one
+  std::string stop_sequence;     // the client's stop string that ended it (Anthropic reports it)
   // Set by the router: route, target, attempts and why it overflowed, for the log line.
   std::string route;
   bool ok() const { return !error; }

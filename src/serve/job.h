@@ -40,6 +40,7 @@ struct JobResult {
   int prompt_tokens = 0;
   int cached_tokens = 0;  // prompt tokens reused from the prefix cache
   int completion_tokens = 0;
+  std::string stop_sequence;  // the stop string that ended it, if one did
   JobTimings timings;
 };
 

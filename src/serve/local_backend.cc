@@ -27,6 +27,7 @@ ChoiceResult ChoiceResultOf(const JobResult& r) {
     c.ttft_s = std::chrono::duration<double>(r.timings.first_token - r.timings.enqueued).count();
   }
   c.finish = r.finish == Finish::kNone ? FinishReason::kError : r.finish;
+  if (c.finish == FinishReason::kStop) c.stop_sequence = r.stop_sequence;
   switch (c.finish) {
     case FinishReason::kNone:
     case FinishReason::kStop:
@@ -52,10 +53,11 @@ ChoiceResult ChoiceResultOf(const JobResult& r) {
 // call pieces (engine/chat.h).
 class LocalCompletion final : public Completion {
  public:
-  explicit LocalCompletion(std::unique_ptr<Lease> lease)
+  LocalCompletion(std::unique_ptr<Lease> lease, std::vector<std::string> client_stops)
       : lease_(std::move(lease)),
         model_((*lease_)->name),
-        load_seconds_(lease_->just_loaded ? (*lease_)->load_seconds : 0) {}
+        load_seconds_(lease_->just_loaded ? (*lease_)->load_seconds : 0),
+        client_stops_(std::move(client_stops)) {}
   // Jobs still queued or running stop at the scheduler's next step.
   ~LocalCompletion() override { Cancel(); }
 
@@ -87,6 +89,9 @@ class LocalCompletion final : public Completion {
     }
     if (done) {
       ChoiceResult r = ChoiceResultOf(job.result());
+      // A stop string of the chat format's own is no stop sequence of the client's.
+      if (std::find(client_stops_.begin(), client_stops_.end(), r.stop_sequence) == client_stops_.end())
+        r.stop_sequence.clear();
       if (parser) {
         QueueDeltas(parser->Finish());
         if (call_complete_ && r.finish == FinishReason::kCancelled) {
@@ -130,6 +135,7 @@ class LocalCompletion final : public Completion {
   std::unique_ptr<Lease> lease_;  // declared first: released after the jobs
   const std::string model_;
   const double load_seconds_;
+  const std::vector<std::string> client_stops_;
   std::vector<std::shared_ptr<Job>> jobs_;
   std::vector<std::unique_ptr<engine::ChatOutputParser>> parsers_;  // null: plain text
   std::deque<CompletionEvent> pending_;  // events read from a job, not yet handed out
@@ -205,7 +211,7 @@ Result<std::unique_ptr<Completion>> LocalBackend::Start(const GenerationRequest&
   const engine::Model& model = *(**lease)->model;
   Scheduler& sched = *(**lease)->scheduler;
   const engine::ChatTemplate* chat = (**lease)->chat.get();
-  auto run = std::make_unique<LocalCompletion>(std::move(*lease));
+  auto run = std::make_unique<LocalCompletion>(std::move(*lease), r.stop);
   std::vector<std::vector<engine::Token>> prompts;
   std::optional<engine::ChatPlan> plan;
   std::vector<std::string> stops = r.stop;

@@ -416,6 +416,7 @@ void Scheduler::FinishSlot(Slot& s, Finish why, const std::string& error) {
   }
   s.result.finish = why;
   s.result.error = error;
+  s.result.stop_sequence = s.stops->matched();
   s.result.timings.finished = Clock::now();
   const JobTimings& t = s.result.timings;
   metrics_->Add(metric::kPromptTokens, name_, s.result.prompt_tokens);

@@ -79,6 +79,28 @@ TEST_F(SchedulerTest, BatchedGreedyOutputEqualsAloneOutput) {
   c->WaitAll();
 }
 
+// The stop string that ended a job is reported (Anthropic's stop_sequence).
+TEST_F(SchedulerTest, AStopStringEndsTheJobAndIsReported) {
+  auto s = Make({.slots = 1, .ctx_per_slot = 256});
+  auto free_run = NewJob("Once upon a time", 32);
+  ASSERT_EQ(*s->Submit(free_run), SubmitResult::kOk);
+  const std::string text = free_run->WaitAll();
+  EXPECT_EQ(free_run->result().stop_sequence, "");
+  // A word from the middle of that greedy story.
+  const size_t at = text.find(' ', text.size() / 2);
+  ASSERT_NE(at, std::string::npos) << text;
+  const size_t end = text.find(' ', at + 1);
+  const std::string word = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+  engine::SamplingOptions greedy;
+  greedy.temperature = 0;
+  auto stopped = std::make_shared<Job>(Prompt("Once upon a time"), 32, greedy, std::vector<std::string>{"zzz", word},
+                                       Clock::now() + std::chrono::seconds(60));
+  ASSERT_EQ(*s->Submit(stopped), SubmitResult::kOk);
+  EXPECT_EQ(stopped->WaitAll(), text.substr(0, text.find(word)));
+  EXPECT_EQ(stopped->result().finish, Finish::kStop);
+  EXPECT_EQ(stopped->result().stop_sequence, word);
+}
+
 TEST_F(SchedulerTest, SharedPrefixIsReusedFromTheCache) {
   auto s = Make({.slots = 1, .ctx_per_slot = 256});
   const std::string system = "Once upon a time there was a girl named Lily who loved the sun.";

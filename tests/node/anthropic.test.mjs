@@ -55,6 +55,20 @@ test('streaming: Anthropic events, and the SDK assembles the same text', async (
   assert.equal(final.usage.output_tokens, 10);
 });
 
+test('a stop sequence ends the answer: stop_reason "stop_sequence" names it', async () => {
+  // stories260K is trained: its greedy story is stable, so a word from it is sure to come.
+  const ask = { model: 'stories260K', max_tokens: 32, temperature: 0, messages: [{ role: 'user', content: 'Once upon a time' }] };
+  const free = await client.messages.create(ask);
+  const text = free.content[0].text;
+  const at = text.indexOf(' ', text.length >> 1);
+  assert.ok(at > 0, text);
+  const word = text.slice(at).split(' ').slice(0, 2).join(' ');
+  const m = await client.messages.create({ ...ask, stop_sequences: ['zzz', word] });
+  assert.equal(m.stop_reason, 'stop_sequence');
+  assert.equal(m.stop_sequence, word);
+  assert.equal(m.content[0].text, text.slice(0, text.indexOf(word)));
+});
+
 test('a forced tool_use, non-streamed and streamed, then a tool_result turn', async () => {
   for (const tool_choice of [{ type: 'any' }, { type: 'tool', name: 'lookup_order' }]) {
     const m = await client.messages.create({ model: 'tiny', max_tokens: 400, tools: [lookupOrder], tool_choice, messages: [{ role: 'user', content: 'Where is order 42?' }] });
