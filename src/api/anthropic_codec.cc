@@ -14,8 +14,7 @@ Result<std::string> TextOf(const json& content, const std::string& where) {
     return BadRequest("'" + where + "' must be a string or an array of content blocks");
   std::string text;
   for (const auto& b : content) {
-    if (b.is_object() && b.value("type", std::string()) == "text" && b.contains("text") &&
-        b["text"].is_string()) {
+    if (b.is_object() && StringOr(b, "type") == "text" && b.contains("text") && b["text"].is_string()) {
       text += b["text"].get<std::string>();
     }
   }
@@ -27,7 +26,7 @@ Result<std::string> TextOf(const json& content, const std::string& where) {
 Status AddMessage(const json& m, size_t index, std::vector<serve::Message>* out) {
   const std::string where = "messages[" + std::to_string(index) + "]";
   if (!m.is_object()) return BadRequest("'" + where + "' must be an object");
-  const std::string role = m.value("role", std::string());
+  const std::string role = StringOr(m, "role");
   if (role != "user" && role != "assistant")
     return BadRequest("'" + where + ".role' must be \"user\" or \"assistant\"");
   if (!m.contains("content")) return BadRequest("'" + where + ".content' is required");
@@ -43,7 +42,7 @@ Status AddMessage(const json& m, size_t index, std::vector<serve::Message>* out)
   for (size_t i = 0; i < content.size(); ++i) {
     const json& b = content[i];
     const std::string at = where + ".content[" + std::to_string(i) + "]";
-    const std::string type = b.is_object() ? b.value("type", std::string()) : "";
+    const std::string type = b.is_object() ? StringOr(b, "type") : "";
     if (type == "text") {
       if (!b.contains("text") || !b["text"].is_string())
         return BadRequest("'" + at + ".text' must be a string");
@@ -65,7 +64,7 @@ Status AddMessage(const json& m, size_t index, std::vector<serve::Message>* out)
       auto text = TextOf(b.contains("content") ? b["content"] : json(), at + ".content");
       if (!text) return text.error();
       serve::Message result("tool", *text);
-      if (b.value("is_error", false)) result.content = "Error: " + result.content;
+      if (BoolOr(b, "is_error", false)) result.content = "Error: " + result.content;
       result.tool_call_id = b["tool_use_id"].get<std::string>();
       out->push_back(std::move(result));
     } else if (type == "image" || type == "document") {
@@ -85,15 +84,15 @@ Result<serve::ToolChoice> ParseChoice(const json& j, const std::vector<serve::To
   serve::ToolChoice c;
   if (!j.contains("tool_choice") || j["tool_choice"].is_null()) return c;
   const json& t = j["tool_choice"];
-  const std::string type = t.is_object() ? t.value("type", std::string()) : "";
-  if (t.is_object() && t.value("disable_parallel_tool_use", false)) *parallel = false;
+  const std::string type = t.is_object() ? StringOr(t, "type") : "";
+  if (t.is_object() && BoolOr(t, "disable_parallel_tool_use", false)) *parallel = false;
   if (type == "auto") return c;
   if (type == "none") return c.mode = serve::ToolChoice::Mode::kNone, c;
   if (type == "any" || type == "tool") {
     if (tools.empty()) return BadRequest("'tool_choice' asks for a tool but there are no 'tools'");
     c.mode = serve::ToolChoice::Mode::kRequired;
     if (type == "any") return c;
-    const std::string name = t.value("name", std::string());
+    const std::string name = StringOr(t, "name");
     bool known = false;
     for (const auto& tool : tools) known |= tool.name == name;
     if (!known) return BadRequest("'tool_choice.name' '" + name + "' is not in 'tools'");

@@ -63,6 +63,7 @@ HttpResponse Collect(const GenerationCodec& codec, serve::Completion& run, const
         break;
       case Kind::kToolCall:
         AddToolCallPiece(e.tool, &choices[e.choice].tool_calls);
+        if (client_gone()) run.Cancel();
         break;
       case Kind::kChoiceEnd: {
         const bool left = e.result.finish == serve::FinishReason::kCancelled && client_gone();
@@ -84,6 +85,45 @@ HttpResponse Collect(const GenerationCodec& codec, serve::Completion& run, const
   }
 }
 
+// Writes one streamed answer's frames as its events come.
+void StreamEvents(StreamEncoder& enc, serve::Completion& run, const std::function<bool()>& client_gone,
+                  const ChunkWriter& write, RequestLog* log) {
+  // An empty frame writes nothing (but still asks whether the client left);
+  // a failed write means the client is gone.
+  auto send = [&](const std::string& frame) { return frame.empty() ? !client_gone() : write(frame); };
+  if (!send(enc.Begin())) return Abandon(run, log);
+  if (run.choices() > 0 && !send(enc.ChoiceStart(0))) return Abandon(run, log);
+  serve::Usage total;
+  for (;;) {
+    CompletionEvent e = run.Next(Clock::now() + kPoll);
+    switch (e.kind) {
+      case Kind::kText:
+        if (!send(enc.Text(e.choice, e.text))) return Abandon(run, log);
+        break;
+      case Kind::kToolCall:
+        if (!send(enc.ToolCall(e.choice, e.tool))) return Abandon(run, log);
+        break;
+      case Kind::kIdle:
+        // Queued or prefilling: writes alone would not notice a closed peer.
+        if (client_gone() || !write(std::string())) return Abandon(run, log);
+        break;
+      case Kind::kChoiceEnd:
+        LogChoice(run.model(), e.result, /*client_left=*/false, log);
+        if (!e.result.ok()) {
+          write(enc.Failure(*e.result.error));  // never a clean end after a failure
+          return;
+        }
+        if (!send(enc.ChoiceEnd(e.choice, e.result))) return;
+        total += e.result.usage;
+        if (e.choice + 1 < run.choices() && !send(enc.ChoiceStart(e.choice + 1))) return Abandon(run, log);
+        break;
+      case Kind::kDone:
+        send(enc.End(total));
+        return;
+    }
+  }
+}
+
 HttpResponse Stream(const GenerationCodec& codec, std::shared_ptr<serve::Completion> run,
                     std::shared_ptr<const Answer> answer, std::function<bool()> client_gone) {
   HttpResponse res;
@@ -91,39 +131,13 @@ HttpResponse Stream(const GenerationCodec& codec, std::shared_ptr<serve::Complet
   res.headers = codec.stream_headers();
   std::shared_ptr<StreamEncoder> enc = codec.NewStream(*answer);
   res.stream = [enc, run, client_gone](const ChunkWriter& write, RequestLog* log) {
-    // An empty frame writes nothing; a failed write means the client is gone.
-    auto send = [&](const std::string& frame) { return frame.empty() || write(frame); };
-    if (!send(enc->Begin())) return Abandon(*run, log);
-    if (run->choices() > 0 && !send(enc->ChoiceStart(0))) return Abandon(*run, log);
-    serve::Usage total;
-    for (;;) {
-      CompletionEvent e = run->Next(Clock::now() + kPoll);
-      switch (e.kind) {
-        case Kind::kText:
-          if (!send(enc->Text(e.choice, e.text))) return Abandon(*run, log);
-          break;
-        case Kind::kToolCall:
-          if (!send(enc->ToolCall(e.choice, e.tool))) return Abandon(*run, log);
-          break;
-        case Kind::kIdle:
-          // Queued or prefilling: writes alone would not notice a closed peer.
-          if (client_gone() || !write(std::string())) return Abandon(*run, log);
-          break;
-        case Kind::kChoiceEnd:
-          LogChoice(run->model(), e.result, /*client_left=*/false, log);
-          if (!e.result.ok()) {
-            write(enc->Failure(*e.result.error));  // never a clean end after a failure
-            return;
-          }
-          if (!send(enc->ChoiceEnd(e.choice, e.result))) return;
-          total += e.result.usage;
-          if (e.choice + 1 < run->choices() && !send(enc->ChoiceStart(e.choice + 1)))
-            return Abandon(*run, log);
-          break;
-        case Kind::kDone:
-          send(enc->End(total));
-          return;
-      }
+    // The HTTP library calls this outside its exception handler: nothing may escape.
+    try {
+      StreamEvents(*enc, *run, client_gone, write, log);
+    } catch (const std::exception& e) {
+      run->Cancel();
+      log->error = std::string("internal error while streaming: ") + e.what();
+      write(enc->Failure(MakeError(ErrorCode::kInternal, "internal error while streaming")));
     }
   };
   return res;

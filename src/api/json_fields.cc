@@ -10,11 +10,55 @@ namespace hone::api {
 
 Error BadRequest(const std::string& message) { return MakeError(ErrorCode::kInvalidArgument, message); }
 
+namespace {
+// Thrown from the parser's callback to stop at a limit.
+struct LimitExceeded {
+  std::string why;
+};
+}  // namespace
+
 Result<json> ParseBody(const std::string& body) {
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  // Checked while parsing, before anything is built: code downstream recurses
+  // over nesting (schemas into grammars, the template engine), and an ordered
+  // object inserts each key in linear time.
+  std::vector<size_t> keys;  // per open object or array
+  json::parser_callback_t limits = [&keys](int depth, json::parse_event_t event, json&) {
+    using E = json::parse_event_t;
+    if (event == E::object_start || event == E::array_start) {
+      if (depth >= kMaxJsonDepth) {
+        throw LimitExceeded{"the request body nests deeper than " + std::to_string(kMaxJsonDepth) +
+                            " levels"};
+      }
+      keys.push_back(0);
+    } else if (event == E::key) {
+      if (++keys.back() > kMaxJsonObjectKeys) {
+        throw LimitExceeded{"an object in the request body has more than " +
+                            std::to_string(kMaxJsonObjectKeys) + " keys"};
+      }
+    } else if ((event == E::object_end || event == E::array_end) && !keys.empty()) {
+      keys.pop_back();
+    }
+    return true;
+  };
+  json j;
+  try {
+    j = json::parse(body, limits, /*allow_exceptions=*/false);
+  } catch (const LimitExceeded& e) {
+    return BadRequest(e.why);
+  }
   if (j.is_discarded()) return BadRequest("the request body is not valid JSON");
   if (!j.is_object()) return BadRequest("the request body must be a JSON object");
   return j;
+}
+
+std::string StringOr(const json& j, const char* key, const std::string& otherwise) {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_string()) return otherwise;
+  return j[key].get<std::string>();
+}
+
+bool BoolOr(const json& j, const char* key, bool otherwise) {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_boolean()) return otherwise;
+  return j[key].get<bool>();
 }
 
 namespace {

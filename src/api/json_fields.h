@@ -14,8 +14,16 @@ namespace hone::api {
 
 using json = nlohmann::ordered_json;  // keys in the client's order (codec.h)
 
-// A request body that must be a JSON object.
+// A request body that must be a JSON object, at most kMaxJsonDepth deep and
+// with at most kMaxJsonObjectKeys keys per object (400 naming the limit).
+constexpr int kMaxJsonDepth = 64;
+constexpr size_t kMaxJsonObjectKeys = 1024;
 Result<json> ParseBody(const std::string& body);
+
+// A field's value when it has the type, else the default: for fields read
+// where a wrong type is not worth its own error (json::value throws on one).
+std::string StringOr(const json& j, const char* key, const std::string& otherwise = "");
+bool BoolOr(const json& j, const char* key, bool otherwise);
 
 // Typed field readers: absent/null -> nullopt; wrong type -> *err set (a
 // later wrong field overwrites an earlier one).

@@ -17,7 +17,7 @@ std::string ContentOf(const json& m) {
   std::string text;
   if (c.is_array()) {
     for (const auto& part : c) {
-      if (part.is_object() && part.value("type", "") == "text") text += part.value("text", "");
+      if (part.is_object() && StringOr(part, "type") == "text") text += StringOr(part, "text");
     }
   }
   return text;

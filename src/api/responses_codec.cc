@@ -13,7 +13,7 @@ Result<std::string> ContentText(const json& c, const std::string& where) {
   std::string text;
   for (size_t i = 0; i < c.size(); ++i) {
     const json& part = c[i];
-    const std::string type = part.is_object() ? part.value("type", std::string()) : "";
+    const std::string type = part.is_object() ? StringOr(part, "type") : "";
     if (type == "input_text" || type == "output_text" || type == "text") {
       if (part.contains("text") && part["text"].is_string()) text += part["text"].get<std::string>();
     } else {
@@ -34,9 +34,9 @@ Status AddItems(const json& input, std::vector<serve::Message>* out) {
     const json& item = input[i];
     const std::string where = "input[" + std::to_string(i) + "]";
     if (!item.is_object()) return BadRequest("'" + where + "' must be an object");
-    const std::string type = item.value("type", std::string("message"));
+    const std::string type = StringOr(item, "type", "message");
     if (type == "message") {
-      const std::string role = item.value("role", std::string());
+      const std::string role = StringOr(item, "role");
       if (role != "user" && role != "assistant" && role != "system" && role != "developer") {
         return BadRequest("'" + where + ".role' must be user, assistant, system or developer");
       }
@@ -78,7 +78,7 @@ Status AddItems(const json& input, std::vector<serve::Message>* out) {
 Status ParseTextFormat(const json& j, serve::ResponseFormat* out) {
   if (!j.contains("text") || !j["text"].is_object() || !j["text"].contains("format")) return Status::Ok();
   const json& f = j["text"]["format"];
-  const std::string type = f.is_object() ? f.value("type", std::string()) : "";
+  const std::string type = f.is_object() ? StringOr(f, "type") : "";
   if (type == "text") return Status::Ok();
   if (type == "json_object") return out->type = serve::ResponseFormat::Type::kJsonObject, Status::Ok();
   if (type == "json_schema") {
@@ -264,14 +264,15 @@ Result<ParsedGeneration> ResponsesCodec::Parse(const json& j) const {
   s.temperature = 1.0f, s.top_p = 1.0f, s.top_k = 0, s.min_p = 0.0f;  // OpenAI's defaults
   if (auto v = GetNumber(j, "temperature", &err)) s.temperature = static_cast<float>(*v);
   if (auto v = GetNumber(j, "top_p", &err)) s.top_p = static_cast<float>(*v);
-  if (auto v = GetInt(j, "max_output_tokens", &err))
-    r.max_tokens = static_cast<int>(std::min<int64_t>(*v, INT32_MAX));
+  auto max_output = GetInt(j, "max_output_tokens", &err);
   if (auto v = GetBool(j, "stream", &err)) p.stream = *v;
   if (auto v = GetBool(j, "parallel_tool_calls", &err)) r.parallel_tool_calls = *v;
   auto instructions = GetString(j, "instructions", &err);
   if (!err.ok()) return err.error();
-  if (j.contains("max_output_tokens") && r.max_tokens < 1)
-    return BadRequest("'max_output_tokens' must be at least 1");
+  if (max_output) {
+    if (*max_output < 1) return BadRequest("'max_output_tokens' must be at least 1");
+    r.max_tokens = static_cast<int>(std::min<int64_t>(*max_output, INT32_MAX));
+  }
   if (*s.temperature < 0 || *s.temperature > 2) return BadRequest("'temperature' must be within [0, 2]");
   if (instructions && !instructions->empty()) r.messages.emplace_back("system", *instructions);
   if (!j.contains("input")) return BadRequest("'input' is required (a string or an array of items)");
@@ -280,8 +281,8 @@ Result<ParsedGeneration> ResponsesCodec::Parse(const json& j) const {
   if (Status st = ParseTextFormat(j, &r.format); !st) return st.error();
   if (j.contains("tools") && j["tools"].is_array()) {
     for (const auto& t : j["tools"]) {
-      if (t.is_object() && t.value("type", std::string()) != "function") {
-        return BadRequest("only function tools are supported, not '" + t.value("type", std::string()) + "'");
+      if (t.is_object() && StringOr(t, "type") != "function") {
+        return BadRequest("only function tools are supported, not '" + StringOr(t, "type") + "'");
       }
     }
   }

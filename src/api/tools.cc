@@ -1,5 +1,6 @@
 #include "api/tools.h"
 
+#include <algorithm>
 #include <set>
 
 #include "api/json_fields.h"
@@ -13,6 +14,19 @@ bool ValidName(const std::string& n) {
     if (!std::isalnum(c) && c != '_' && c != '-') return false;
   }
   return true;
+}
+
+// The most properties any object of a schema may have: llama.cpp's
+// schema-to-grammar converter does work cubic in an object's optional ones.
+size_t MostProperties(const json& s) {
+  size_t most = 0;
+  if (s.is_object()) {
+    if (s.contains("properties") && s["properties"].is_object()) most = s["properties"].size();
+    for (const auto& [k, v] : s.items()) most = std::max(most, MostProperties(v));
+  } else if (s.is_array()) {
+    for (const auto& v : s) most = std::max(most, MostProperties(v));
+  }
+  return most;
 }
 
 }  // namespace
@@ -35,7 +49,7 @@ Result<std::vector<serve::Tool>> ParseTools(const json& body, const char* key, T
     const json* fn = &t;
     const char* schema_key = form == ToolForm::kAnthropic ? "input_schema" : "parameters";
     if (form != ToolForm::kAnthropic) {
-      const std::string type = t.value("type", std::string());
+      const std::string type = StringOr(t, "type");
       if (type != "function") return BadRequest("'" + where + ".type' must be \"function\"");
     }
     if (form == ToolForm::kNested) {
@@ -57,7 +71,15 @@ Result<std::vector<serve::Tool>> ParseTools(const json& body, const char* key, T
       if (!(*fn)[schema_key].is_object()) {
         return BadRequest("'" + where + "." + schema_key + "' must be a JSON schema object");
       }
+      if (MostProperties((*fn)[schema_key]) > kMaxSchemaProperties) {
+        return BadRequest("'" + where + "." + schema_key + "' has an object with more than " +
+                          std::to_string(kMaxSchemaProperties) + " properties");
+      }
       tool.parameters = Dump((*fn)[schema_key]);
+      if (tool.parameters.size() > kMaxSchemaBytes) {
+        return BadRequest("'" + where + "." + schema_key + "' is larger than " +
+                          std::to_string(kMaxSchemaBytes / 1024) + " KiB");
+      }
     }
     out.push_back(std::move(tool));
   }
@@ -78,7 +100,7 @@ Result<serve::ToolChoice> ParseToolChoice(const json& body, const std::vector<se
     }
     return BadRequest("'tool_choice' must be \"auto\", \"none\", \"required\" or a named function");
   }
-  if (!j.is_object() || j.value("type", std::string()) != "function") {
+  if (!j.is_object() || StringOr(j, "type") != "function") {
     return BadRequest(
         "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", ...}");
   }

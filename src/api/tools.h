@@ -13,7 +13,9 @@
 
 namespace hone::api {
 
-constexpr size_t kMaxTools = 128;  // OpenAI's own limit
+constexpr size_t kMaxTools = 128;              // OpenAI's own limit
+constexpr size_t kMaxSchemaProperties = 100;   // per object of a tool's schema (OpenAI's is 100)
+constexpr size_t kMaxSchemaBytes = 64 * 1024;  // one tool's schema, serialized
 
 enum class ToolForm {
   kNested,     // OpenAI chat, Ollama: {"type": "function", "function": {name, description, parameters}}
@@ -23,7 +25,7 @@ enum class ToolForm {
 
 // body[key], absent or null -> none. Errors: kInvalidArgument naming the tool
 // and field (a name must match ^[a-zA-Z0-9_-]{1,64}$, parameters must be an
-// object, names must be distinct).
+// object within the limits above, names must be distinct).
 Result<std::vector<serve::Tool>> ParseTools(const nlohmann::ordered_json& body, const char* key,
                                             ToolForm form);
 

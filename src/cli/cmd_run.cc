@@ -71,8 +71,9 @@ int Run(const RunArgs& a) {
     text = *r;
     rendered = true;
   }
-  // A rendered template already carries BOS where the model wants one.
-  auto prompt = tok.Encode(text, /*add_special=*/!rendered, /*parse_special=*/rendered);
+  // BOS as the vocabulary wants it: the chat library strips a template's own
+  // leading BOS for exactly that (as llama-server tokenizes).
+  auto prompt = tok.Encode(text, /*add_special=*/true, /*parse_special=*/rendered);
   if (!prompt) return Fail(prompt.error().ToString());
 
   engine::GenerateRequest req;

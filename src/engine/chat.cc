@@ -255,8 +255,14 @@ std::vector<ChatOutputParser::Delta> ChatOutputParser::Parse(bool partial) {
   }
   if (next.empty() && partial) return {};
   next.set_tool_call_ids(s.ids, NewCallId);
+  std::vector<common_chat_msg_diff> diffs;
+  try {
+    diffs = common_chat_msg_diff::compute_diffs(s.msg, next);
+  } catch (const std::exception&) {
+    return {};  // a parse that took back what an earlier one gave: wait for the next
+  }
   std::vector<Delta> out;
-  for (auto& d : common_chat_msg_diff::compute_diffs(s.msg, next)) {
+  for (auto& d : diffs) {
     Delta o;
     o.content = std::move(d.content_delta);
     if (d.tool_call_index != std::string::npos) {

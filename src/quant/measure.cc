@@ -93,7 +93,7 @@ Status RunTasks(engine::Session& s, const engine::Tokenizer& tok, const std::vec
       auto r = tok.ApplyChatTemplate({{"user", it.prompt}}, true);
       if (r) text = *r;
     }
-    auto prompt = tok.Encode(text, !chat, chat);
+    auto prompt = tok.Encode(text, /*add_special=*/true, /*parse_special=*/chat);
     if (!prompt) return prompt.error();
     engine::GenerateRequest req;
     req.prompt = *prompt;

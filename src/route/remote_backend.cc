@@ -9,7 +9,9 @@
 namespace hone::route {
 namespace {
 
-using nlohmann::json;
+// Ordered: a tool's schema goes upstream in the client's key order, so a
+// routed request renders as a direct one would.
+using json = nlohmann::ordered_json;
 using serve::Clock;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -146,6 +148,15 @@ class RemoteCompletion final : public serve::Completion {
     serve::CompletionEvent ev;
     ev.kind = serve::CompletionEvent::Kind::kToolCall;
     ev.tool.index = t.contains("index") && t["index"].is_number_unsigned() ? t["index"].get<size_t>() : 0;
+    // Calls are numbered from 0 in order; anything else would make the
+    // reader allocate whatever index the upstream names.
+    if (ev.tool.index > tool_calls_seen_) {
+      stream_error_ = "the upstream sent tool call " + std::to_string(ev.tool.index) + " after " +
+                      std::to_string(tool_calls_seen_) + " calls";
+      call_->Cancel();
+      return;
+    }
+    if (ev.tool.index == tool_calls_seen_) ++tool_calls_seen_;
     if (t.contains("id") && t["id"].is_string()) ev.tool.id = t["id"].get<std::string>();
     if (t.contains("function") && t["function"].is_object()) {
       const json& fn = t["function"];
@@ -209,6 +220,7 @@ class RemoteCompletion final : public serve::Completion {
   serve::Usage usage_;
   bool got_usage_ = false;
   bool tool_calls_ = false;  // the upstream made calls (its finish_reason may say "stop")
+  size_t tool_calls_seen_ = 0;
   int chunks_ = 0;
   std::string finish_, stream_error_;
   std::optional<Clock::time_point> first_token_;

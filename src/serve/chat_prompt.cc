@@ -25,8 +25,7 @@ engine::ChatInput ToEngine(const GenerationRequest& r, const std::vector<Message
     in.turns.push_back(std::move(t));
   }
   for (const Tool& tool : r.tools) {
-    in.tools.push_back(
-        {tool.name, tool.description, tool.parameters});
+    in.tools.push_back({tool.name, tool.description, tool.parameters});
   }
   switch (r.tool_choice.mode) {
     case ToolChoice::Mode::kAuto:
@@ -94,8 +93,9 @@ Result<ChatPrompt> RenderChat(const engine::Model& model, const engine::ChatTemp
     auto plan = tmpl->Render(ToEngine(r, messages));
     if (!plan) return plan.error();
     // The template's markup is special tokens; the client's text inside it
-    // is tokenized the same way, as llama-server does.
-    auto t = tok.Encode(plan->prompt, /*add_special=*/false, /*parse_special=*/true);
+    // is tokenized the same way, as llama-server does. BOS as the vocabulary
+    // wants it: the library strips a template's own leading BOS for that.
+    auto t = tok.Encode(plan->prompt, /*add_special=*/true, /*parse_special=*/true);
     if (!t) return t.error();
     out.tokens = std::move(*t);
     out.plan = std::move(*plan);

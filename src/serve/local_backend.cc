@@ -1,7 +1,9 @@
 #include "serve/local_backend.h"
 
+#include <algorithm>
 #include <cctype>
 #include <deque>
+#include <nlohmann/json.hpp>
 
 #include "serve/chat_prompt.h"
 #include "serve/job.h"
@@ -94,13 +96,22 @@ class LocalCompletion final : public Completion {
         r.stop_sequence.clear();
       if (parser) {
         QueueDeltas(parser->Finish());
-        if (call_complete_ && r.finish == FinishReason::kCancelled) {
-          r.finish = FinishReason::kStop;  // it was this reader that stopped it
+        // The call is whole: that is how the turn ended, even when this
+        // reader stopped the job or the last allowed token closed it.
+        if (parser->complete() &&
+            (r.finish == FinishReason::kCancelled || r.finish == FinishReason::kLength) &&
+            (call_complete_ || r.ok())) {
+          r.finish = FinishReason::kStop;
           r.error.reset();
         }
         call_complete_ = false;
-        if (!parser->tool_calls().empty() && r.finish == FinishReason::kStop)
+        // A call a stop string cut short is no finished call: "stop" then, as the text says.
+        bool whole = !parser->tool_calls().empty();
+        for (const auto& c : parser->tool_calls()) whole &= nlohmann::json::accept(c.arguments);
+        if (whole && r.finish == FinishReason::kStop) {
           r.finish = FinishReason::kToolCalls;
+          r.stop_sequence.clear();
+        }
       }
       Queue(CompletionEvent{CompletionEvent::Kind::kChoiceEnd, next_, "", {}, std::move(r)});
       ++next_;

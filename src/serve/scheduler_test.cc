@@ -93,8 +93,9 @@ TEST_F(SchedulerTest, AStopStringEndsTheJobAndIsReported) {
   const std::string word = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
   engine::SamplingOptions greedy;
   greedy.temperature = 0;
-  auto stopped = std::make_shared<Job>(Prompt("Once upon a time"), 32, greedy, std::vector<std::string>{"zzz", word},
-                                       Clock::now() + std::chrono::seconds(60));
+  auto stopped =
+      std::make_shared<Job>(Prompt("Once upon a time"), 32, greedy, std::vector<std::string>{"zzz", word},
+                            Clock::now() + std::chrono::seconds(60));
   ASSERT_EQ(*s->Submit(stopped), SubmitResult::kOk);
   EXPECT_EQ(stopped->WaitAll(), text.substr(0, text.find(word)));
   EXPECT_EQ(stopped->result().finish, Finish::kStop);
@@ -239,7 +240,8 @@ TEST_F(SchedulerTest, GrammarFollowsReferencesAndAlternatives) {
 
 TEST_F(SchedulerTest, ForecastSeesTheQueueTheCachedPrefixAndAFullQueue) {
   auto s = Make({.slots = 1, .ctx_per_slot = 512, .max_queue = 2});
-  const std::string system = "Once upon a time there was a little girl named Lily who loved to play in the park. ";
+  const std::string system =
+      "Once upon a time there was a little girl named Lily who loved to play in the park. ";
   // Idle: a short wait, nothing cached yet.
   LoadForecast idle = s->Forecast(Prompt(system + "She"), 16);
   EXPECT_EQ(idle.waiting, 0);

@@ -9,7 +9,8 @@
 // queue is used one per request first), GET /__log, POST /__reset.
 // Behaviour: {status, retry_after, ttft_ms, tokens_per_s, tokens, drop_after,
 //             hang, text, bad_keys: [..], limited_keys: [..],
-//             tool_call: {name, arguments} (answer with that call, as OpenAI streams one)}
+//             tool_call: {name, arguments, index} (answer with that call, as OpenAI
+//             streams one; index: the call's number on the wire, 0 unless set)}
 // Start: `node fake_upstream.mjs [port]` prints {"port": N} on stdout.
 import http from 'node:http';
 
@@ -98,10 +99,10 @@ export function startFakeUpstream(port = 0) {
       }
       res.setHeader('Content-Type', 'text/event-stream');
       const ev = (delta, finish = null) => `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: request.model, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
-      const args = call.function.arguments, half = args.length >> 1;
-      res.write(ev({ role: 'assistant', content: null, tool_calls: [{ index: 0, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } }] }));
-      res.write(ev({ tool_calls: [{ index: 0, function: { arguments: args.slice(0, half) } }] }));
-      res.write(ev({ tool_calls: [{ index: 0, function: { arguments: args.slice(half) } }] }));
+      const args = call.function.arguments, half = args.length >> 1, index = b.tool_call.index ?? 0;
+      res.write(ev({ role: 'assistant', content: null, tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } }] }));
+      res.write(ev({ tool_calls: [{ index, function: { arguments: args.slice(0, half) } }] }));
+      res.write(ev({ tool_calls: [{ index, function: { arguments: args.slice(half) } }] }));
       res.write(ev({}, 'tool_calls'));
       return res.end('data: [DONE]\n\n');
     }

@@ -766,6 +766,15 @@ test('tools through a route: an Anthropic client, the upstream gets the chat for
   assert.equal(first.messages[1].role, 'assistant');
   assert.deepEqual(first.messages[1].tool_calls, [{ id: use.id, type: 'function', function: { name: 'lookup_order', arguments: '{"order_id":42}' } }]);
   assert.deepEqual(first.messages[2], { role: 'tool', content: '{"status": "shipped"}', tool_call_id: use.id });
+
+  // A call numbered out of order (here 10^12) is the upstream's error, not an allocation.
+  await fresh({ default: { tool_call: { name: 'lookup_order', arguments: '{"order_id": 1}', index: 1e12 } } });
+  const bad = await within(post(server.url + '/v1/chat/completions', { model: 'cloud-only', messages: MSGS, tools: [{ type: 'function', function: { name: 'lookup_order' } }] }), 20000, 'bad index');
+  assert.equal(bad.status, 502, bad.text);
+  assert.match(bad.json.error.message, /tool call 1000000000000/);
+  const s = await streamChat('cloud-only', { tools: [{ type: 'function', function: { name: 'lookup_order' } }] });
+  assert.ok(s.error, 'the stream ends with an error event');
+  assert.equal((await fetch(server.url + '/health')).status, 200, 'the server is up');
 });
 
 test('GET /hone/routes lists every route, target, breaker and key by fingerprint', { timeout: 30000 }, async () => {

@@ -177,6 +177,31 @@ test('bad tool definitions and choices are 400s that name the field', async () =
   }
 });
 
+test('hostile tool lists and bodies are 400s, never a crash or a stall', async () => {
+  const deep = '{"a":'.repeat(100) + '1' + '}'.repeat(100);
+  const keys = '{' + Array.from({ length: 2000 }, (_, i) => `"k${i}":0`).join(',') + '}';
+  const wide = { type: 'object', properties: Object.fromEntries(Array.from({ length: 200 }, (_, i) => [`p${i}`, {}])) };
+  const raw = (extra) => `{"model":"tiny","messages":[{"role":"user","content":"hi"}],${extra}}`;
+  const cases = [
+    [raw(`"tools":[{"type":"function","function":{"name":"f","parameters":${deep}}}]`), /nests deeper than 64/],
+    [raw(`"tools":[{"type":"function","function":{"name":"f","parameters":${keys}}}]`), /more than 1024 keys/],
+    [JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'function', function: { name: 'f', parameters: wide } }] }), /more than 100 properties/],
+    [raw(`"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":1}`), /tool_choice/],
+    [raw(`"messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":${deep}}}]}]`), /nests deeper/],
+  ];
+  for (const [body, re] of cases) {
+    const r = await post(server.url + '/v1/chat/completions', body);
+    assert.equal(r.status, 400, r.text.slice(0, 200));
+    assert.match(r.json.error.message, re);
+  }
+  // Wrongly typed optional fields read as absent, never a 500.
+  const odd = await post(server.url + '/v1/messages', { model: 'tiny', max_tokens: 1, messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: 'x', is_error: 'yes' }] }] });
+  assert.equal(odd.status, 200, odd.text);
+  const nullMax = await post(server.url + '/v1/responses', { model: 'tiny', input: 'hi', max_output_tokens: null, temperature: 0, text: { format: { type: 'json_object' } } });
+  assert.equal(nullMax.status, 200, nullMax.text);
+  assert.equal((await fetch(server.url + '/health')).status, 200);
+});
+
 test('a tool result turn renders in the model\'s own format', async () => {
   const r = await post(server.url + '/hone/render', { model: 'tiny', messages: history, tools: [lookupOrder] });
   assert.equal(r.status, 200, r.text);
