@@ -4,4 +4,5 @@ hone_test(api_tests
   ${SRC}/api/peer_watch_test.cc
   ${SRC}/api/messages_test.cc
   ${SRC}/api/driver_test.cc
+  ${SRC}/api/origin_check_test.cc
   LIBS hone_api nlohmann_json::nlohmann_json)

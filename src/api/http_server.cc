@@ -13,6 +13,7 @@
 #include "api/ollama_codec.h"
 #include "api/ollama_local.h"
 #include "api/openai_codec.h"
+#include "api/origin_check.h"
 #include "api/peer_watch.h"
 #include "api/responses_codec.h"
 
@@ -95,6 +96,10 @@ HttpServer::HttpServer(const serve::ServeConfig& config, std::vector<std::string
       pool_(pool),
       metrics_(metrics),
       http_(std::make_unique<httplib::Server>()) {
+  origins_.loopback_bind = IsLoopbackName(HostName(config_.host));
+  origins_.allowed_hosts = serve::SplitComma(config_.allowed_hosts);
+  origins_.allowed_origins = serve::SplitComma(config_.allowed_origins);
+  if (!config_.cors_origin.empty()) origins_.allowed_origins.push_back(config_.cors_origin);
   // Every streaming client holds a worker thread; leave room beyond the slots.
   // Read when Run starts, so AddWorkers (the router's upstream streams) counts.
   http_->new_task_queue = [this] {
@@ -145,8 +150,28 @@ void HttpServer::Routes() {
         return httplib::Server::HandlerResponse::Handled;
       }
     }
-    if (req.path == "/health" ||
-        Authorized(req.get_header_value("Authorization"), req.get_header_value("x-api-key"))) {
+    if (req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    // Before the key: a page in the user's browser must not reach a key-less server.
+    auto refused = CheckHost(origins_, req.get_header_value("Host"));
+    if (!refused) refused = CheckOrigin(origins_, req.get_header_value("Origin"));
+    if (refused) {
+      Apply(ErrorResponse(HttpError{403, *refused, "invalid_request_error", "forbidden"}, FlavorOf(req.path)),
+            res);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    // A body a browser may send across origins without asking first (a form,
+    // text/plain) is not JSON; clients that send none (curl -d) still pass.
+    const std::string type = req.get_header_value("Content-Type");
+    if (req.method == "POST" &&
+        (type.rfind("text/plain", 0) == 0 || type.rfind("multipart/form-data", 0) == 0)) {
+      Apply(ErrorResponse(
+                HttpError{415, "the request body must be JSON (Content-Type: application/json), not " + type,
+                          "invalid_request_error", "unsupported_media_type"},
+                FlavorOf(req.path)),
+            res);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (Authorized(req.get_header_value("Authorization"), req.get_header_value("x-api-key"))) {
       return httplib::Server::HandlerResponse::Unhandled;
     }
     HttpError e{401, "invalid or missing API key (send Authorization: Bearer <key>, or x-api-key: <key>)",

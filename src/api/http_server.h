@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "api/driver.h"
+#include "api/origin_check.h"
 #include "serve/backend.h"
 #include "serve/config.h"
 #include "serve/metrics.h"
@@ -53,6 +54,7 @@ class HttpServer {
   const serve::ServeConfig config_;
   const std::vector<std::string> api_keys_;
   const uint64_t max_body_;
+  OriginPolicy origins_;  // set in the constructor, read-only after
   Driver driver_;
   serve::ModelPool& pool_;
   serve::Metrics& metrics_;

@@ -29,6 +29,8 @@ Status Bool(const std::string& name, const std::string& v, bool* out) {
   return MakeError(ErrorCode::kInvalidArgument, name + ": '" + v + "' is not true or false");
 }
 
+}  // namespace
+
 std::vector<std::string> SplitComma(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
@@ -37,8 +39,6 @@ std::vector<std::string> SplitComma(const std::string& s) {
   }
   return out;
 }
-
-}  // namespace
 
 const std::vector<Setting>& Settings() {
   static const std::vector<Setting> kSettings = {
@@ -95,6 +95,11 @@ const std::vector<Setting>& Settings() {
        [](ServeConfig& c, const std::string& v) { return c.api_keys = v, Status::Ok(); }},
       {"cors-origin", "Allowed CORS origin (default: CORS off)",
        [](ServeConfig& c, const std::string& v) { return c.cors_origin = v, Status::Ok(); }},
+      {"allowed-hosts",
+       "Comma-separated Host names accepted on a loopback bind besides localhost ones ('*': any)",
+       [](ServeConfig& c, const std::string& v) { return c.allowed_hosts = v, Status::Ok(); }},
+      {"allowed-origins", "Comma-separated web origins accepted besides localhost ones ('*': any)",
+       [](ServeConfig& c, const std::string& v) { return c.allowed_origins = v, Status::Ok(); }},
       {"pin", "Comma-separated models never evicted",
        [](ServeConfig& c, const std::string& v) { return c.pinned = SplitComma(v), Status::Ok(); }},
       {"quiet", "No per-request log lines",

@@ -36,6 +36,8 @@ struct ServeConfig {
   std::string api_key_file;                    // one key per line
   std::string api_keys;                        // comma-separated (HONE_API_KEYS); prefer the file
   std::string cors_origin;                     // empty = CORS off
+  std::string allowed_hosts;                   // comma-separated Host names beyond loopback ones
+  std::string allowed_origins;                 // comma-separated web origins beyond loopback ones
   std::map<std::string, std::string> aliases;  // TOML [aliases] only
   std::vector<std::string> pinned;             // model names never evicted
   bool quiet = false;                          // no per-request log lines
@@ -54,6 +56,8 @@ Status ApplyToml(ServeConfig& c, const std::string& path);
 Status ApplyEnv(ServeConfig& c, const std::function<const char*(const char*)>& getenv);
 std::string EnvName(const char* setting);
 
+// "a,b,,c" -> {"a", "b", "c"}.
+std::vector<std::string> SplitComma(const std::string& s);
 // "8G", "512M", "1024" (bytes) -> bytes.
 Result<uint64_t> ParseBytes(const std::string& text);
 // Keys from api_key_file and api_keys; empty = no authentication.

@@ -3,6 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import OpenAI from 'openai';
 import { modelsDir, startServer, post, sleep, TMP } from './helpers.mjs';
@@ -112,5 +113,60 @@ test('pinned models load at start-up; /health is 503 until they are resident', a
     assert.deepEqual(ps.models.map((m) => [m.name, m.pinned]), [['stories260K', true]]);
   } finally {
     await server.stop();
+  }
+});
+
+// A raw request with any Host and headers (fetch will not set Host).
+function rawPost(url, path, body, headers) {
+  const u = new URL(url);
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: u.hostname, port: u.port, path, method: 'POST', headers }, (res) => {
+      let text = '';
+      res.on('data', (d) => (text += d));
+      res.on('end', () => resolve({ status: res.statusCode, text, json: JSON.parse(text || 'null') }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+test('web pages cannot reach a loopback server: Host and Origin checks, no text/plain bodies', async () => {
+  const server = await startServer(['--models', modelsDir(), '--allowed-origins', 'https://app.example']);
+  try {
+    const body = JSON.stringify({ model: 'stories260K', prompt: 'Once', max_tokens: 2 });
+    const json = { 'Content-Type': 'application/json' };
+    const ok = await rawPost(server.url, '/v1/completions', body, json);
+    assert.equal(ok.status, 200, ok.text);
+    // DNS rebinding: the page's own name resolves to 127.0.0.1, the Host header says so.
+    const rebound = await rawPost(server.url, '/v1/completions', body, { ...json, Host: 'attacker.example:8080' });
+    assert.equal(rebound.status, 403);
+    assert.match(rebound.json.error.message, /Host 'attacker\.example:8080'.*--allowed-hosts/);
+    assert.equal((await rawPost(server.url, '/api/generate', body, { ...json, Host: 'attacker.example' })).status, 403);
+    // A cross-site page: its Origin is refused; localhost pages and the configured origin are not.
+    const csrf = await rawPost(server.url, '/v1/completions', body, { ...json, Origin: 'https://evil.example' });
+    assert.equal(csrf.status, 403);
+    assert.match(csrf.json.error.message, /origin 'https:\/\/evil\.example'.*--allowed-origins/);
+    for (const origin of ['http://localhost:5173', 'http://127.0.0.1:3000', 'https://app.example']) {
+      const r = await rawPost(server.url, '/v1/completions', body, { ...json, Origin: origin });
+      assert.equal(r.status, 200, origin);
+    }
+    // The body a form or a no-preflight fetch can send is not taken for JSON.
+    const plain = await rawPost(server.url, '/v1/completions', body, { 'Content-Type': 'text/plain' });
+    assert.equal(plain.status, 415);
+    assert.match(plain.json.error.message, /must be JSON/);
+    // /health stays open (load balancers), and curl -d (form-urlencoded) still works.
+    assert.equal((await fetch(server.url + '/health', { headers: { Origin: 'https://evil.example' } })).status, 200);
+    assert.equal((await rawPost(server.url, '/v1/completions', body, { 'Content-Type': 'application/x-www-form-urlencoded' })).status, 200);
+  } finally {
+    await server.stop();
+  }
+  // Bound beyond loopback, names are the operator's business: any Host passes.
+  const open = await startServer(['--models', modelsDir(), '--host', '0.0.0.0']);
+  try {
+    const port = new URL(open.url).port;
+    const r = await rawPost(`http://127.0.0.1:${port}`, '/v1/completions', JSON.stringify({ model: 'stories260K', prompt: 'Once', max_tokens: 1 }), { 'Content-Type': 'application/json', Host: 'hone.internal' });
+    assert.equal(r.status, 200, r.text);
+  } finally {
+    await open.stop();
   }
 });
