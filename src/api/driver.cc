@@ -14,6 +14,13 @@ using Kind = serve::CompletionEvent::Kind;
 // How long one wait for text lasts before the driver checks the client.
 constexpr auto kPoll = std::chrono::milliseconds(100);
 
+// The server stops before this answer is done: cancel it, and say so.
+Error ShuttingDown() {
+  Error e = MakeError(ErrorCode::kUnavailable, "the server is shutting down; the answer was cut short");
+  e.retry_after_s = 1;
+  return e;
+}
+
 // Adds one choice's end to the log line. A choice the client walked away from
 // logs no error: it was cancelled, nothing failed.
 void LogChoice(const std::string& model, const serve::ChoiceResult& r, bool client_left, RequestLog* log) {
@@ -48,11 +55,15 @@ void AddToolCallPiece(const serve::ToolCallDelta& d, std::vector<serve::ToolCall
 }
 
 HttpResponse Collect(const GenerationCodec& codec, serve::Completion& run, const Answer& answer,
-                     const std::function<bool()>& client_gone) {
+                     const std::function<bool()>& client_gone, const std::function<bool()>& stopping) {
   HttpResponse res;
   std::vector<CollectedChoice> choices(run.choices());
   serve::Usage total;
   for (;;) {
+    if (stopping()) {
+      run.Cancel();
+      return codec.Fail(ShuttingDown());
+    }
     CompletionEvent e = run.Next(Clock::now() + kPoll);
     switch (e.kind) {
       case Kind::kText:
@@ -87,7 +98,7 @@ HttpResponse Collect(const GenerationCodec& codec, serve::Completion& run, const
 
 // Writes one streamed answer's frames as its events come.
 void StreamEvents(StreamEncoder& enc, serve::Completion& run, const std::function<bool()>& client_gone,
-                  const ChunkWriter& write, RequestLog* log) {
+                  const std::function<bool()>& stopping, const ChunkWriter& write, RequestLog* log) {
   // An empty frame writes nothing (but still asks whether the client left);
   // a failed write means the client is gone.
   auto send = [&](const std::string& frame) { return frame.empty() ? !client_gone() : write(frame); };
@@ -95,6 +106,12 @@ void StreamEvents(StreamEncoder& enc, serve::Completion& run, const std::functio
   if (run.choices() > 0 && !send(enc.ChoiceStart(0))) return Abandon(run, log);
   serve::Usage total;
   for (;;) {
+    if (stopping()) {
+      run.Cancel();
+      log->error = "cut short by the server's shutdown";
+      write(enc.Failure(ShuttingDown()));
+      return;
+    }
     CompletionEvent e = run.Next(Clock::now() + kPoll);
     switch (e.kind) {
       case Kind::kText:
@@ -125,15 +142,16 @@ void StreamEvents(StreamEncoder& enc, serve::Completion& run, const std::functio
 }
 
 HttpResponse Stream(const GenerationCodec& codec, std::shared_ptr<serve::Completion> run,
-                    std::shared_ptr<const Answer> answer, std::function<bool()> client_gone) {
+                    std::shared_ptr<const Answer> answer, std::function<bool()> client_gone,
+                    std::function<bool()> stopping) {
   HttpResponse res;
   res.content_type = codec.stream_content_type();
   res.headers = codec.stream_headers();
   std::shared_ptr<StreamEncoder> enc = codec.NewStream(*answer);
-  res.stream = [enc, run, client_gone](const ChunkWriter& write, RequestLog* log) {
+  res.stream = [enc, run, client_gone, stopping](const ChunkWriter& write, RequestLog* log) {
     // The HTTP library calls this outside its exception handler: nothing may escape.
     try {
-      StreamEvents(*enc, *run, client_gone, write, log);
+      StreamEvents(*enc, *run, client_gone, stopping, write, log);
     } catch (const std::exception& e) {
       run->Cancel();
       log->error = std::string("internal error while streaming: ") + e.what();
@@ -171,8 +189,8 @@ HttpResponse Driver::Generate(const GenerationCodec& codec, const HttpRequest& r
   answer->start = Clock::now();
   answer->include_usage = parsed->include_usage;
   answer->echo = std::move(parsed->echo);
-  if (!parsed->stream) return Collect(codec, *run, *answer, req.client_gone);
-  return Stream(codec, std::move(run), std::move(answer), req.client_gone);
+  if (!parsed->stream) return Collect(codec, *run, *answer, req.client_gone, req.server_stopping);
+  return Stream(codec, std::move(run), std::move(answer), req.client_gone, req.server_stopping);
 }
 
 HttpResponse Driver::LoadOnly(const GenerationCodec& codec, const serve::GenerationRequest& r) {

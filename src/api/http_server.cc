@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "api/admin_api.h"
 #include "api/anthropic_codec.h"
@@ -151,6 +152,13 @@ void HttpServer::Routes() {
       }
     }
     if (req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    if (draining_.load()) {
+      HttpError e{503, "the server is shutting down; retry on another replica", "server_error", "unavailable",
+                  1};
+      Apply(ErrorResponse(e, FlavorOf(req.path)), res);
+      res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     // Before the key: a page in the user's browser must not reach a key-less server.
     auto refused = CheckHost(origins_, req.get_header_value("Host"));
     if (!refused) refused = CheckOrigin(origins_, req.get_header_value("Origin"));
@@ -159,11 +167,12 @@ void HttpServer::Routes() {
             res);
       return httplib::Server::HandlerResponse::Handled;
     }
-    // A body a browser may send across origins without asking first (a form,
-    // text/plain) is not JSON; clients that send none (curl -d) still pass.
+    // A browser's POST (it sends an Origin) must say JSON: a form or a
+    // text/plain body is what a page may send without a CORS preflight.
+    // Programs send no Origin, and often text/plain (fetch with a string
+    // body, curl -d): those pass, as Ollama lets them.
     const std::string type = req.get_header_value("Content-Type");
-    if (req.method == "POST" &&
-        (type.rfind("text/plain", 0) == 0 || type.rfind("multipart/form-data", 0) == 0)) {
+    if (req.method == "POST" && req.has_header("Origin") && type.rfind("application/json", 0) != 0) {
       Apply(ErrorResponse(
                 HttpError{415, "the request body must be JSON (Content-Type: application/json), not " + type,
                           "invalid_request_error", "unsupported_media_type"},
@@ -217,13 +226,26 @@ void HttpServer::Routes() {
     return [this, fn](const httplib::Request& req, httplib::Response& res) {
       HttpRequest r{req.method, req.path, req.body, t_request_id};
       r.client_gone = ClientWatch(port_.load(), req.remote_port);
-      Apply(fn(r), res);
+      r.server_stopping = [this] { return cut_off_.load(); };
+      // In flight until the answer is written: a stream, until its writer ends.
+      auto counted = std::make_shared<InFlight>(&in_flight_);
+      HttpResponse out = fn(r);
+      if (out.stream) {
+        out.stream = [counted, stream = std::move(out.stream)](const ChunkWriter& w, RequestLog* log) {
+          stream(w, log);
+        };
+      }
+      Apply(std::move(out), res);
     };
   };
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    bool ok = ready_.load();
+    const bool draining = draining_.load();
+    const bool ok = ready_.load() && !draining;
     res.status = ok ? 200 : 503;
-    res.set_content(ok ? R"({"status":"ok"})" : R"({"status":"starting"})", "application/json");
+    res.set_content(ok         ? R"({"status":"ok"})"
+                    : draining ? R"({"status":"draining"})"
+                               : R"({"status":"starting"})",
+                    "application/json");
   });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     std::string body = metrics_.Render();
@@ -277,5 +299,21 @@ Result<int> HttpServer::Bind() {
 
 void HttpServer::Run() { http_->listen_after_bind(); }
 void HttpServer::Stop() { http_->stop(); }
+
+int HttpServer::Drain(double timeout_s) {
+  draining_.store(true);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  while (in_flight_.load() > 0 && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const int left = in_flight_.load();
+  if (left > 0) {
+    cut_off_.store(true);  // each ends within a poll (100 ms) with an error frame
+    const auto grace = Clock::now() + std::chrono::seconds(5);
+    while (in_flight_.load() > 0 && Clock::now() < grace)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  Stop();
+  return left;
+}
 
 }  // namespace hone::api

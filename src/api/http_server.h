@@ -35,6 +35,11 @@ class HttpServer {
   Result<int> Bind();
   void Run();  // serves until Stop()
   void Stop();
+  // A graceful stop (SIGTERM): /health turns 503 and new requests get 503 at
+  // once; requests in flight run on for up to `timeout_s`, then end with an
+  // explicit error (an error event in a stream); then Stop(). Returns how
+  // many were cut short. Thread-safe; not from a signal handler.
+  int Drain(double timeout_s);
   // /health answers 200 once this is set (some model can be served).
   void SetReady(bool ready) { ready_ = ready; }
   // The router's views, when there is one (set before Run): GET /hone/routes
@@ -60,6 +65,14 @@ class HttpServer {
   serve::Metrics& metrics_;
   std::unique_ptr<httplib::Server> http_;
   std::atomic<bool> ready_{false};
+  std::atomic<bool> draining_{false};  // Drain began: refuse new requests
+  std::atomic<bool> cut_off_{false};   // the drain deadline passed: end what runs
+  std::atomic<int> in_flight_{0};      // requests not yet fully answered
+  struct InFlight {                    // counts one request while it lives
+    explicit InFlight(std::atomic<int>* n) : n_(n) { n_->fetch_add(1); }
+    ~InFlight() { n_->fetch_sub(1); }
+    std::atomic<int>* n_;
+  };
   std::atomic<int> port_{0};  // bound port, for the disconnect check
   std::atomic<int> extra_workers_{0};
   std::function<std::string()> routes_json_;          // set before Run, then read only

@@ -17,6 +17,9 @@ struct HttpRequest {
   std::string id;  // request id, echoed as X-Request-Id and logged
   // True once the client has disconnected (see peer_watch.h); never null.
   std::function<bool()> client_gone = [] { return false; };
+  // True once the server's drain deadline has passed: what still runs ends
+  // now, with an explicit error (HttpServer::Drain); never null.
+  std::function<bool()> server_stopping = [] { return false; };
 };
 
 // Writes one chunk; returns false once the client has gone away.

@@ -1,6 +1,9 @@
 // `hone serve`: the OpenAI- and Ollama-compatible server. Settings come from
 // --config FILE (TOML), then HONE_* environment variables, then flags.
+#include <unistd.h>
+
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -26,9 +29,12 @@ struct ServeArgs {
   std::map<std::string, CLI::Option*> options;
 };
 
-api::HttpServer* g_server = nullptr;
+// SIGTERM / SIGINT: the first asks for a drain (done by a thread, since a
+// signal handler may do next to nothing); a second exits at once.
+volatile std::sig_atomic_t g_stop = 0;
 void OnSignal(int) {
-  if (g_server) g_server->Stop();
+  if (g_stop) _exit(1);
+  g_stop = 1;
 }
 // SIGHUP: reload the router's keys (read by the router's health thread).
 std::atomic<bool> g_reload{false};
@@ -163,13 +169,22 @@ int Serve(const ServeArgs& a) {
                registry->entries().size(), c.slots, c.ctx, keys->empty() ? "off" : "on", c.host.c_str(),
                *port);
   std::fflush(stderr);
-  g_server = &server;
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGPIPE, SIG_IGN);
+  std::atomic<bool> served{false};
+  std::thread drainer([&] {
+    while (!g_stop && !served.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (served.load()) return;
+    std::fprintf(stderr, "hone serve: draining (up to %.0f s; a second signal stops at once)\n",
+                 c.drain_timeout);
+    const int cut = server.Drain(c.drain_timeout);
+    if (cut > 0) std::fprintf(stderr, "hone serve: %d request(s) cut short at the drain deadline\n", cut);
+  });
   server.Run();
+  served.store(true);
+  drainer.join();
   if (preload.joinable()) preload.join();
-  g_server = nullptr;
   std::fprintf(stderr, "hone serve: stopped\n");
   return 0;
 }

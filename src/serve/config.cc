@@ -80,6 +80,13 @@ const std::vector<Setting>& Settings() {
        [](ServeConfig& c, const std::string& v) { return c.keep_alive = v, Status::Ok(); }},
       {"memory-limit", "Memory models may use (e.g. 8G; default: free memory, cgroup aware)",
        [](ServeConfig& c, const std::string& v) { return c.memory_limit = v, Status::Ok(); }},
+      {"drain-timeout", "Seconds a SIGTERM lets requests in flight finish before they are cut short",
+       [](ServeConfig& c, const std::string& v) {
+         int s = 0;
+         Status st = Int("drain-timeout", v, &s, 0);
+         if (st) c.drain_timeout = s;
+         return st;
+       }},
       {"request-timeout", "Seconds a request may run",
        [](ServeConfig& c, const std::string& v) {
          int s = 0;

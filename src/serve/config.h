@@ -32,6 +32,7 @@ struct ServeConfig {
   std::string keep_alive = "5m";  // default idle time before unload; -1 = forever
   std::string memory_limit;       // e.g. "8G"; empty = free memory (cgroup aware)
   double request_timeout = 600;   // seconds
+  double drain_timeout = 30;      // seconds SIGTERM lets requests in flight finish
   std::string max_body = "8M";
   std::string api_key_file;                    // one key per line
   std::string api_keys;                        // comma-separated (HONE_API_KEYS); prefer the file

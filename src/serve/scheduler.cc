@@ -115,8 +115,19 @@ void Scheduler::Loop() {
       cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || active_.load() > 0; });
       if (stopping_) break;
     }
-    Admit();
-    Step();
+    // The last barrier: whatever escapes a step fails the requests in it,
+    // never the process (and every other model's requests with it).
+    try {
+      Admit();
+      Step();
+    } catch (const std::exception& e) {
+      for (auto& s : slots_) {
+        if (!s->job) continue;
+        session_->ClearSequence(s->id);
+        s->cached.clear();
+        FinishSlot(*s, Finish::kError, std::string("internal error: ") + e.what());
+      }
+    }
   }
   for (auto& s : slots_) {
     if (s->job) FinishSlot(*s, Finish::kCancelled, "the model was unloaded");
@@ -274,9 +285,15 @@ void Scheduler::Step() {
     }
     return;
   }
-  // 3. Sample where logits came out.
+  // 3. Sample where logits came out. One request's failure here (llama.cpp's
+  // grammar throws on a token it cannot accept; bad_alloc) ends that request.
   for (auto& sp : slots_) {
-    if (sp->job && sp->logits_index >= 0) OnToken(*sp, sp->sampler->Sample(*session_, sp->logits_index));
+    if (!sp->job || sp->logits_index < 0) continue;
+    try {
+      OnToken(*sp, sp->sampler->Sample(*session_, sp->logits_index));
+    } catch (const std::exception& e) {
+      if (sp->job) FinishSlot(*sp, Finish::kError, std::string("sampling failed: ") + e.what());
+    }
   }
   UpdateGauges();
 }

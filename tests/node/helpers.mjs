@@ -48,10 +48,12 @@ export async function startServer(args = [], env = {}) {
     });
     proc.on('exit', (code) => reject(new Error(`hone serve exited with ${code}:\n${log}`)));
   });
+  const exited = new Promise((r) => proc.on('exit', (code, sig) => r(code ?? sig)));
   return {
     url,
     log: () => log,
     signal: (sig) => proc.kill(sig),
+    exited,  // resolves to the exit code (or the signal's name)
     async stop() {
       if (proc.exitCode !== null) return;
       const exited = new Promise((r) => proc.on('exit', r));

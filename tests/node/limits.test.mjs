@@ -150,13 +150,19 @@ test('web pages cannot reach a loopback server: Host and Origin checks, no text/
       const r = await rawPost(server.url, '/v1/completions', body, { ...json, Origin: origin });
       assert.equal(r.status, 200, origin);
     }
-    // The body a form or a no-preflight fetch can send is not taken for JSON.
-    const plain = await rawPost(server.url, '/v1/completions', body, { 'Content-Type': 'text/plain' });
-    assert.equal(plain.status, 415);
-    assert.match(plain.json.error.message, /must be JSON/);
-    // /health stays open (load balancers), and curl -d (form-urlencoded) still works.
+    // A browser's body must say JSON, even from an allowed origin: a form or
+    // text/plain is what a page may send without a CORS preflight.
+    for (const type of ['text/plain', 'multipart/form-data; boundary=x', 'application/x-www-form-urlencoded']) {
+      const r = await rawPost(server.url, '/v1/completions', body, { 'Content-Type': type, Origin: 'http://localhost:5173' });
+      assert.equal(r.status, 415, type);
+      assert.match(r.json.error.message, /must be JSON/);
+    }
+    // Programs send no Origin: fetch with a string body (text/plain) and curl -d still work.
+    for (const type of ['text/plain;charset=UTF-8', 'application/x-www-form-urlencoded']) {
+      assert.equal((await rawPost(server.url, '/v1/completions', body, { 'Content-Type': type })).status, 200, type);
+    }
+    // /health stays open (load balancers).
     assert.equal((await fetch(server.url + '/health', { headers: { Origin: 'https://evil.example' } })).status, 200);
-    assert.equal((await rawPost(server.url, '/v1/completions', body, { 'Content-Type': 'application/x-www-form-urlencoded' })).status, 200);
   } finally {
     await server.stop();
   }
@@ -169,4 +175,61 @@ test('web pages cannot reach a loopback server: Host and Origin checks, no text/
   } finally {
     await open.stop();
   }
+});
+
+test('SIGTERM drains: /health 503 at once, new requests 503, short streams finish, long ones end with an error event, exit 0', async () => {
+  const server = await startServer(['--models', modelsDir(), '--drain-timeout', '2']);
+  const client = new OpenAI({ baseURL: server.url + '/v1', apiKey: 'unused', maxRetries: 0 });
+  const read = async (stream) => {
+    const out = { text: '', finish: null, error: null };
+    try {
+      for await (const c of stream) {
+        out.text += c.choices[0]?.delta?.content ?? '';
+        out.finish = c.choices[0]?.finish_reason ?? out.finish;
+      }
+    } catch (e) {
+      out.error = e;
+    }
+    return out;
+  };
+  // A schema whose string must be long: the model cannot end early.
+  const endless = { type: 'json_schema', json_schema: { name: 'n', schema: { type: 'object', properties: { s: { type: 'string', minLength: 1500 } }, required: ['s'] } } };
+  const long = await client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3500, response_format: endless, stream: true });
+  const short = await client.chat.completions.create({ model: 'stories260K', messages: [{ role: 'user', content: 'Once' }], max_tokens: 40, stream: true });
+  const longDone = read(long), shortDone = read(short);
+  await sleep(300);
+  const t0 = Date.now();
+  server.signal('SIGTERM');
+  await sleep(100);
+  const health = await fetch(server.url + '/health');
+  assert.equal(health.status, 503);
+  assert.deepEqual(await health.json(), { status: 'draining' });
+  const refused = await post(server.url + '/v1/chat/completions', { model: 'stories260K', messages: [{ role: 'user', content: 'x' }] });
+  assert.equal(refused.status, 503);
+  assert.equal(refused.headers.get('retry-after'), '1');
+  const s = await shortDone;
+  assert.equal(s.error, null, 'the short stream finished normally');
+  assert.ok(['stop', 'length'].includes(s.finish));
+  const l = await longDone;
+  assert.ok(l.error, 'the long stream ended with an error event, not a clean end');
+  assert.match(String(l.error.message), /shutting down/);
+  assert.ok(l.text.length > 0);
+  assert.equal(await server.exited, 0);
+  const took = Date.now() - t0;
+  assert.ok(took >= 1900 && took < 6000, `drained in ${took} ms with --drain-timeout 2`);
+});
+
+test('a second signal stops at once', async () => {
+  const server = await startServer(['--models', modelsDir(), '--drain-timeout', '60']);
+  const client = new OpenAI({ baseURL: server.url + '/v1', apiKey: 'unused', maxRetries: 0 });
+  const stream = await client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4000, stream: true });
+  const reading = (async () => { try { for await (const _ of stream); } catch {} })();
+  await sleep(300);
+  const t0 = Date.now();
+  server.signal('SIGTERM');
+  await sleep(200);
+  server.signal('SIGTERM');
+  assert.equal(await server.exited, 1);
+  assert.ok(Date.now() - t0 < 2000);
+  await reading;
 });
