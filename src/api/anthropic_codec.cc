@@ -225,6 +225,9 @@ Result<ParsedGeneration> MessagesCodec::Parse(const json& j) const {
   if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty()) {
     return BadRequest("'messages' must be a non-empty array");
   }
+  if (j["messages"].size() > kMaxMessages) {
+    return BadRequest("'messages' has more than " + std::to_string(kMaxMessages) + " entries");
+  }
   for (size_t i = 0; i < j["messages"].size(); ++i) {
     if (Status st = AddMessage(j["messages"][i], i, &r.messages); !st) return st.error();
   }

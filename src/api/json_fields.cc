@@ -1,6 +1,9 @@
 #include "api/json_fields.h"
 
 #include <atomic>
+#include <climits>
+#include <cmath>
+#include <cstdint>
 #include <chrono>
 #include <cstdio>
 
@@ -71,12 +74,23 @@ void WrongType(const char* key, const char* want, Status* err) {
 std::optional<double> GetNumber(const json& j, const char* key, Status* err) {
   if (Absent(j, key)) return std::nullopt;
   if (!j[key].is_number()) return WrongType(key, "a number", err), std::nullopt;
-  return j[key].get<double>();
+  const double v = j[key].get<double>();
+  if (!std::isfinite(v)) return WrongType(key, "a finite number", err), std::nullopt;  // 1e999
+  return v;
+}
+
+std::optional<int> GetInt32(const json& j, const char* key, Status* err) {
+  auto v = GetInt(j, key, err);
+  if (!v) return std::nullopt;
+  if (*v < INT32_MIN || *v > INT32_MAX) return WrongType(key, "an integer of at most 2147483647", err), std::nullopt;
+  return static_cast<int>(*v);
 }
 
 std::optional<int64_t> GetInt(const json& j, const char* key, Status* err) {
   if (Absent(j, key)) return std::nullopt;
-  if (!j[key].is_number_integer()) return WrongType(key, "an integer", err), std::nullopt;
+  // Above 2^63 nlohmann keeps an unsigned value that int64 cannot hold.
+  if (!j[key].is_number_integer() || (j[key].is_number_unsigned() && j[key].get<uint64_t>() > INT64_MAX))
+    return WrongType(key, "an integer", err), std::nullopt;
   return j[key].get<int64_t>();
 }
 
@@ -105,6 +119,12 @@ std::optional<std::vector<std::string>> GetStrings(const json& j, const char* ke
   const json& v = j[key];
   if (v.is_string()) return std::vector<std::string>{v.get<std::string>()};
   if (!v.is_array()) return WrongType(key, "a string or an array of strings", err), std::nullopt;
+  const size_t most = MaxEntries(key);
+  if (v.size() > most) {
+    *err = BadRequest(std::string("'") + key + "' has " + std::to_string(v.size()) + " entries; at most " +
+                      std::to_string(most) + " are allowed");
+    return std::nullopt;
+  }
   std::vector<std::string> out;
   for (const auto& e : v) {
     if (!e.is_string()) return WrongType(key, "a string or an array of strings", err), std::nullopt;
@@ -113,14 +133,29 @@ std::optional<std::vector<std::string>> GetStrings(const json& j, const char* ke
   return out;
 }
 
+size_t MaxEntries(const std::string& key) {
+  // Stop strings are matched against every token on the scheduler thread;
+  // each prompt is a job of its own.
+  if (key == "stop" || key == "stop_sequences") return kMaxStopStrings;
+  if (key == "prompt") return kMaxPrompts;
+  if (key == "input") return kMaxEmbeddingInputs;
+  return SIZE_MAX;
+}
+
 void GetSampling(const json& j, serve::Sampling* s, Status* err) {
   if (auto v = GetNumber(j, "temperature", err)) s->temperature = static_cast<float>(*v);
   if (auto v = GetNumber(j, "top_p", err)) s->top_p = static_cast<float>(*v);
-  if (auto v = GetInt(j, "top_k", err)) s->top_k = static_cast<int>(*v);
+  if (auto v = GetInt32(j, "top_k", err)) s->top_k = *v;
   if (auto v = GetNumber(j, "min_p", err)) s->min_p = static_cast<float>(*v);
-  if (auto v = GetInt(j, "seed", err)) s->seed = static_cast<uint32_t>(*v);
+  if (auto v = GetInt(j, "seed", err)) {
+    if (*v < -1 || *v > UINT32_MAX) {
+      *err = BadRequest("'seed' must be within [0, 4294967295] (or -1: random)");
+    } else {
+      s->seed = *v == -1 ? 0xFFFFFFFFu : static_cast<uint32_t>(*v);
+    }
+  }
   if (auto v = GetNumber(j, "repeat_penalty", err)) s->repeat_penalty = static_cast<float>(*v);
-  if (auto v = GetInt(j, "repeat_last_n", err)) s->repeat_last_n = static_cast<int>(*v);
+  if (auto v = GetInt32(j, "repeat_last_n", err)) s->repeat_last_n = *v;
   if (auto v = GetNumber(j, "presence_penalty", err)) s->presence_penalty = static_cast<float>(*v);
   if (auto v = GetNumber(j, "frequency_penalty", err)) s->frequency_penalty = static_cast<float>(*v);
 }

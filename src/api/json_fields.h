@@ -29,11 +29,19 @@ bool BoolOr(const json& j, const char* key, bool otherwise);
 // later wrong field overwrites an earlier one).
 std::optional<double> GetNumber(const json& j, const char* key, Status* err);
 std::optional<int64_t> GetInt(const json& j, const char* key, Status* err);
+// An integer that fits an int (max_tokens, top_k, ...): larger is an error, not a wrap.
+std::optional<int> GetInt32(const json& j, const char* key, Status* err);
 std::optional<bool> GetBool(const json& j, const char* key, Status* err);
 std::optional<std::string> GetString(const json& j, const char* key, Status* err);
 // A string the request must have: absent -> kInvalidArgument `missing`.
 Result<std::string> RequireString(const json& j, const char* key, const char* missing);
-// A string or an array of strings (stop, input, prompt).
+// A string or an array of strings (stop, input, prompt), at most
+// MaxEntries(key) of them.
+constexpr size_t kMaxStopStrings = 16;
+constexpr size_t kMaxPrompts = 64;
+constexpr size_t kMaxEmbeddingInputs = 2048;  // OpenAI's own
+constexpr size_t kMaxMessages = 4096;
+size_t MaxEntries(const std::string& key);
 std::optional<std::vector<std::string>> GetStrings(const json& j, const char* key, Status* err);
 // The sampling fields both APIs name alike (OpenAI's at the top level,
 // Ollama's inside "options"): temperature top_p top_k min_p seed

@@ -53,6 +53,10 @@ Status ParseToolCalls(const json& m, size_t index, std::vector<serve::ToolCall>*
 
 Result<std::vector<serve::Message>> ParseMessages(const json& messages) {
   if (!messages.is_array()) return BadRequest("'messages' must be an array");
+  if (messages.size() > kMaxMessages) {
+    return BadRequest("'messages' has " + std::to_string(messages.size()) + " entries; at most " +
+                      std::to_string(kMaxMessages) + " are allowed");
+  }
   std::vector<serve::Message> out;
   for (const auto& m : messages) {
     if (!m.is_object()) return BadRequest("each message must be an object");

@@ -23,7 +23,7 @@ Status ParseOptions(const json& j, ParsedGeneration* p) {
   r.keep_alive_s = GetKeepAlive(j, &err);
   if (j.contains("options") && j["options"].is_object()) {
     const json& o = j["options"];
-    if (auto v = GetInt(o, "num_predict", &err)) r.max_tokens = static_cast<int>(*v);
+    if (auto v = GetInt32(o, "num_predict", &err)) r.max_tokens = *v;
     GetSampling(o, &r.sampling, &err);
     if (auto v = GetStrings(o, "stop", &err)) r.stop = *v;
     // num_ctx: a smaller context than the loaded one is served as is (no reload).

@@ -18,8 +18,8 @@ Status ParseCommon(const json& j, ParsedGeneration* p) {
   // OpenAI's defaults: plain temperature sampling over the whole distribution.
   s.temperature = 1.0f, s.top_p = 1.0f, s.top_k = 0, s.min_p = 0.0f;
   GetSampling(j, &s, &err);  // top_k, min_p and repeat_penalty are llama.cpp extensions here
-  if (auto v = GetInt(j, "max_tokens", &err)) r.max_tokens = static_cast<int>(*v);
-  if (auto v = GetInt(j, "max_completion_tokens", &err)) r.max_tokens = static_cast<int>(*v);
+  if (auto v = GetInt32(j, "max_tokens", &err)) r.max_tokens = *v;
+  if (auto v = GetInt32(j, "max_completion_tokens", &err)) r.max_tokens = *v;
   if (auto v = GetStrings(j, "stop", &err)) r.stop = *v;
   if (auto v = GetBool(j, "stream", &err)) p->stream = *v;
   if (auto v = GetInt(j, "n", &err); v && *v != 1) err = BadRequest("only n = 1 is supported");
@@ -27,7 +27,7 @@ Status ParseCommon(const json& j, ParsedGeneration* p) {
     if (auto v = GetBool(j["stream_options"], "include_usage", &err)) p->include_usage = *v;
   }
   if (!err.ok()) return err;
-  if (r.max_tokens == 0) return BadRequest("'max_tokens' must be at least 1");
+  if (r.max_tokens == 0 || r.max_tokens < -1) return BadRequest("'max_tokens' must be at least 1");
   if (*s.temperature < 0 || *s.temperature > 2) return BadRequest("'temperature' must be within [0, 2]");
   return Status::Ok();
 }

@@ -30,6 +30,9 @@ Status AddItems(const json& input, std::vector<serve::Message>* out) {
     return Status::Ok();
   }
   if (!input.is_array()) return BadRequest("'input' must be a string or an array of items");
+  if (input.size() > kMaxMessages) {
+    return BadRequest("'input' has more than " + std::to_string(kMaxMessages) + " items");
+  }
   for (size_t i = 0; i < input.size(); ++i) {
     const json& item = input[i];
     const std::string where = "input[" + std::to_string(i) + "]";

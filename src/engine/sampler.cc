@@ -3,6 +3,7 @@
 #include <llama.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "engine/backend.h"
 
@@ -17,6 +18,9 @@ Result<std::unique_ptr<Sampler>> Sampler::Create(const Model& model, const Sampl
     return MakeError(ErrorCode::kInvalidArgument, "top_p must be >= 0 and min_p within [0, 1]");
   }
   if (o.repeat_penalty <= 0) return MakeError(ErrorCode::kInvalidArgument, "repeat penalty must be > 0");
+  for (float v : {o.temperature, o.top_p, o.min_p, o.repeat_penalty, o.presence_penalty, o.frequency_penalty}) {
+    if (!std::isfinite(v)) return MakeError(ErrorCode::kInvalidArgument, "sampling values must be finite numbers");
+  }
   std::unique_ptr<Sampler> s(new Sampler());
   llama_sampler_chain_params cp = llama_sampler_chain_default_params();
   cp.no_perf = true;

@@ -88,6 +88,16 @@ Result<SubmitResult> Scheduler::Submit(std::shared_ptr<Job> job) {
                                                       " tokens but the context holds " +
                                                       std::to_string(opt_.ctx_per_slot));
   }
+  // Bounds llama.cpp would not check: a penalty window allocates its length.
+  if (job->max_tokens > opt_.ctx_per_slot) {
+    return MakeError(ErrorCode::kInvalidArgument, "'max_tokens' " + std::to_string(job->max_tokens) +
+                                                      " is more than the context of " +
+                                                      std::to_string(opt_.ctx_per_slot) + " tokens");
+  }
+  if (job->sampling.repeat_last_n < -1 || job->sampling.repeat_last_n > opt_.ctx_per_slot) {
+    return MakeError(ErrorCode::kInvalidArgument, "'repeat_last_n' must be within [-1, " +
+                                                      std::to_string(opt_.ctx_per_slot) + "] (the context)");
+  }
   auto sampler = engine::Sampler::Create(*model_, job->sampling);
   if (!sampler) return sampler.error();
   // Penalties should see the prompt; a grammar must not (it constrains the output only).

@@ -233,3 +233,39 @@ test('a second signal stops at once', async () => {
   assert.ok(Date.now() - t0 < 2000);
   await reading;
 });
+
+test('bounded parameters: each violation is a 400 that names the field and its limit', async () => {
+  const server = await startServer(['--models', modelsDir(), '--ctx', '512']);
+  try {
+    const chat = { model: 'stories260K', messages: [{ role: 'user', content: 'Once' }], max_tokens: 4 };
+    const cases = [
+      [{ max_tokens: 2 ** 32 + 5 }, /'max_tokens' must be an integer of at most 2147483647/],
+      [{ max_tokens: 100000 }, /'max_tokens' 100000 is more than the context of 512 tokens/],
+      [{ repeat_last_n: 1000000 }, /'repeat_last_n' must be within \[-1, 512\]/],
+      [{ seed: 2 ** 40 }, /'seed' must be within/],
+      [{ stop: Array.from({ length: 17 }, (_, i) => `s${i}`) }, /'stop' has 17 entries; at most 16/],
+      [{ messages: Array.from({ length: 4097 }, () => ({ role: 'user', content: 'x' })) }, /'messages' has 4097 entries; at most 4096/],
+    ];
+    for (const [extra, re] of cases) {
+      const r = await post(server.url + '/v1/chat/completions', { ...chat, ...extra });
+      assert.equal(r.status, 400, JSON.stringify(extra).slice(0, 60) + ' ' + r.text.slice(0, 200));
+      assert.match(r.json.error.message, re);
+    }
+    // JSON has no Infinity; 1e999 is refused whether the parser or the field check sees it.
+    const inf = await post(server.url + '/v1/chat/completions', JSON.stringify(chat).replace('"max_tokens":4', '"max_tokens":4,"presence_penalty":1e999'));
+    assert.equal(inf.status, 400);
+    assert.match(inf.json.error.message, /'presence_penalty' must be a finite number|not valid JSON/);
+    const prompts = await post(server.url + '/v1/completions', { model: 'stories260K', prompt: Array.from({ length: 65 }, () => 'x') });
+    assert.equal(prompts.status, 400);
+    assert.match(prompts.json.error.message, /'prompt' has 65 entries; at most 64/);
+    const inputs = await post(server.url + '/v1/embeddings', { model: 'stories260K', input: Array.from({ length: 2049 }, () => 'x') });
+    assert.equal(inputs.status, 400);
+    assert.match(inputs.json.error.message, /'input' has 2049 entries; at most 2048/);
+    const ollama = await post(server.url + '/api/generate', { model: 'stories260K', prompt: 'x', stream: false, options: { num_predict: 2 ** 33 } });
+    assert.equal(ollama.status, 400);
+    assert.match(ollama.json.error, /num_predict/);
+    assert.equal((await fetch(server.url + '/health')).status, 200);
+  } finally {
+    await server.stop();
+  }
+});
