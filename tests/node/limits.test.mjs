@@ -4,6 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import path from 'node:path';
 import OpenAI from 'openai';
 import { modelsDir, startServer, post, sleep, TMP } from './helpers.mjs';
@@ -21,6 +22,27 @@ test('API keys: 401 without the right Bearer key, never logged', async () => {
     assert.ok(models.data.length > 0);
     assert.equal((await fetch(server.url + '/health')).status, 200, '/health needs no key');
     assert.ok(!server.log().includes('sk-right-key') && !server.log().includes('sk-wrong'));
+  } finally {
+    await server.stop();
+  }
+});
+
+test('a 401 does not leave its body to be read as the next request on the connection', async () => {
+  const server = await startServer(['--models', modelsDir()], { HONE_API_KEYS: 'sk-right-key' });
+  try {
+    const u = new URL(server.url);
+    // The body is itself a well-formed, authorized request: smuggled if the server read it as one.
+    const inner = 'GET /v1/models HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer sk-right-key\r\n\r\n';
+    const outer = `POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${inner.length}\r\n\r\n${inner}`;
+    const got = await new Promise((resolve, reject) => {
+      const sock = net.connect(Number(u.port), u.hostname, () => sock.write(outer));
+      let data = '';
+      sock.on('data', (d) => (data += d));
+      sock.on('error', reject);
+      setTimeout(() => { sock.destroy(); resolve(data); }, 1500);
+    });
+    const statuses = [...got.matchAll(/^HTTP\/1\.1 (\d+)/gm)].map((m) => m[1]);
+    assert.deepEqual(statuses, ['401'], got);
   } finally {
     await server.stop();
   }
