@@ -208,7 +208,7 @@ Result<ParsedGeneration> MessagesCodec::Parse(const json& j) const {
   s.temperature = 1.0f, s.top_p = 1.0f, s.top_k = 0, s.min_p = 0.0f;
   if (auto v = GetNumber(j, "temperature", &err)) s.temperature = static_cast<float>(*v);
   if (auto v = GetNumber(j, "top_p", &err)) s.top_p = static_cast<float>(*v);
-  if (auto v = GetInt(j, "top_k", &err)) s.top_k = static_cast<int>(*v);
+  if (auto v = GetInt32(j, "top_k", &err)) s.top_k = *v;
   auto max_tokens = GetInt(j, "max_tokens", &err);
   if (auto v = GetStrings(j, "stop_sequences", &err)) r.stop = *v;
   if (auto v = GetBool(j, "stream", &err)) p.stream = *v;

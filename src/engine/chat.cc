@@ -141,7 +141,6 @@ Result<ChatPlan> ChatTemplate::Render(const ChatInput& input) const {
       input.tool_choice == ToolChoice::kNone ? COMMON_CHAT_TOOL_CHOICE_NONE : COMMON_CHAT_TOOL_CHOICE_AUTO;
   common_chat_params p;
   try {
-    std::lock_guard<std::mutex> lock(mu_);
     p = common_chat_templates_apply(templates_.get(), in);
     // A forced call: the format's opening marker starts the answer (below).
     // Without a marker to start with, the library's own "required" grammar.

@@ -11,7 +11,6 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -81,7 +80,9 @@ struct ChatPlan {
   std::shared_ptr<const ChatParserState> parser;  // opaque: for ChatOutputParser
 };
 
-// A model's chat template, parsed once. Thread-safe.
+// A model's chat template, parsed once. Thread-safe without a lock: the
+// parsed templates are read-only, and llama-server applies one such object
+// from all its HTTP threads at once.
 class ChatTemplate {
  public:
   // Errors: kUnsupported when the model carries no template, or one the
@@ -98,8 +99,6 @@ class ChatTemplate {
  private:
   ChatTemplate(const Model& model) : model_(model) {}
   const Model& model_;
-  // The library's renderer keeps scratch state per call; one render at a time.
-  mutable std::mutex mu_;
   std::unique_ptr<common_chat_templates, void (*)(common_chat_templates*)> templates_{nullptr, nullptr};
   bool supports_tools_ = false;
 };

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "testing/test_env.h"
 
@@ -70,6 +72,29 @@ TEST(ChatTemplate, AForcedCallStartsWithTheMarkerAndNamesOnlyTheForcedTool) {
   auto bad = (*t)->Render(in);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);
+}
+
+// One template is rendered from every HTTP thread at once, without a lock.
+TEST(ChatTemplate, ConcurrentRendersAllGiveTheSamePrompt) {
+  auto model = Tiny();
+  ASSERT_TRUE(model);
+  auto t = ChatTemplate::ForModel(*model);
+  ASSERT_TRUE(t.ok());
+  const ChatInput in = OrderQuestion();
+  auto reference = (*t)->Render(in);
+  ASSERT_TRUE(reference.ok());
+  std::atomic<int> same{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&] {
+      for (int k = 0; k < 10; ++k) {
+        auto p = (*t)->Render(in);
+        if (p.ok() && p->prompt == reference->prompt && p->grammar == reference->grammar) ++same;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(same.load(), 80);
 }
 
 TEST(ChatOutputParser, StreamedPiecesReassembleIntoContentAndOneCall) {
