@@ -6,6 +6,7 @@ PKGS=(
   build-essential cmake ninja-build git pkg-config ccache
   libhwloc-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libssl-dev libcurl4-openssl-dev
+  libsqlite3-dev libpq-dev postgresql tzdata
   curl clang-format python3
 )
 missing=()

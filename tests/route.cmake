@@ -6,3 +6,9 @@ hone_test(route_tests
   ${SRC}/route/config_test.cc
   LIBS hone_route ${HONE_HTTPLIB_LIB} Threads::Threads)
 target_include_directories(route_tests PRIVATE ${HONE_HTTPLIB_INCLUDE})
+
+# The spend ledger on SQLite and on a real PostgreSQL (the "pg" fixture).
+hone_test(ledger_tests
+  ${SRC}/route/ledger_test.cc
+  LIBS hone_route Threads::Threads
+  PROPERTIES FIXTURES_REQUIRED pg)

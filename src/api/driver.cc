@@ -178,6 +178,7 @@ HttpResponse Driver::Generate(const GenerationCodec& codec, const HttpRequest& r
   if (!parsed) return codec.Fail(parsed.error());
   if (parsed->load_only) return LoadOnly(codec, parsed->request);
   parsed->request.cancelled = req.client_gone;
+  parsed->request.tenant = req.tenant;
   auto started = backend_.Start(parsed->request);
   if (!started) return codec.Fail(started.error());
   std::shared_ptr<serve::Completion> run = std::move(*started);

@@ -17,6 +17,7 @@
 #include "api/origin_check.h"
 #include "api/peer_watch.h"
 #include "api/responses_codec.h"
+#include "route/keyring.h"
 
 namespace hone::api {
 namespace {
@@ -118,9 +119,9 @@ HttpServer::HttpServer(const serve::ServeConfig& config, std::vector<std::string
 
 HttpServer::~HttpServer() = default;
 
-bool HttpServer::Authorized(const std::string& authorization, const std::string& x_api_key) const {
-  if (api_keys_.empty()) return true;
-  // Bearer (OpenAI, Ollama) or x-api-key (Anthropic's clients send that).
+namespace {
+// Bearer (OpenAI, Ollama) or x-api-key (Anthropic's clients send that).
+std::string PresentedKey(const std::string& authorization, const std::string& x_api_key) {
   std::string key = x_api_key;
   const std::string prefix = "Bearer ";
   if (authorization.size() > prefix.size() &&
@@ -129,6 +130,18 @@ bool HttpServer::Authorized(const std::string& authorization, const std::string&
       })) {
     key = authorization.substr(prefix.size());
   }
+  return key;
+}
+}  // namespace
+
+std::string HttpServer::Tenant(const std::string& authorization, const std::string& x_api_key) const {
+  if (api_keys_.empty()) return "";
+  return route::KeyFingerprint(PresentedKey(authorization, x_api_key));
+}
+
+bool HttpServer::Authorized(const std::string& authorization, const std::string& x_api_key) const {
+  if (api_keys_.empty()) return true;
+  const std::string key = PresentedKey(authorization, x_api_key);
   if (key.empty()) return false;
   bool ok = false;
   for (const auto& k : api_keys_) ok |= SameKey(key, k);
@@ -225,6 +238,7 @@ void HttpServer::Routes() {
   auto route = [this](Fn fn) {
     return [this, fn](const httplib::Request& req, httplib::Response& res) {
       HttpRequest r{req.method, req.path, req.body, t_request_id};
+      r.tenant = Tenant(req.get_header_value("Authorization"), req.get_header_value("x-api-key"));
       r.client_gone = ClientWatch(port_.load(), req.remote_port);
       r.server_stopping = [this] { return cut_off_.load(); };
       // In flight until the answer is written: a stream, until its writer ends.
@@ -254,6 +268,17 @@ void HttpServer::Routes() {
   });
   s.Get("/hone/routes", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(routes_json_ ? routes_json_() : R"({"routes":[],"overflow_rate":0})", "application/json");
+  });
+  s.Get("/hone/spend", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!spend_json_) {
+      Apply(ErrorResponse(HttpError{404, "this server keeps no spend ledger (it has no [[upstream]])",
+                                    "invalid_request_error", "not_found"},
+                          FlavorOf(req.path)),
+            res);
+      res.status = 404;
+      return;
+    }
+    res.set_content(spend_json_(), "application/json");
   });
   Driver& d = driver_;
   auto generate = [&d](const GenerationCodec& c) {

@@ -51,10 +51,14 @@ class HttpServer {
     routes_json_ = std::move(routes_json);
     router_metrics_ = std::move(metrics);
   }
+  // GET /hone/spend answers spend_json() (set before Run; unset: 404).
+  void SetSpendView(std::function<std::string()> spend_json) { spend_json_ = std::move(spend_json); }
 
  private:
   void Routes();
   bool Authorized(const std::string& authorization, const std::string& x_api_key) const;
+  // The key a request presents (Bearer or x-api-key), as its tenant fingerprint.
+  std::string Tenant(const std::string& authorization, const std::string& x_api_key) const;
 
   const serve::ServeConfig config_;
   const std::vector<std::string> api_keys_;
@@ -77,6 +81,7 @@ class HttpServer {
   std::atomic<int> extra_workers_{0};
   std::function<std::string()> routes_json_;          // set before Run, then read only
   std::function<void(std::string*)> router_metrics_;  // set before Run, then read only
+  std::function<std::string()> spend_json_;           // set before Run, then read only
 };
 
 }  // namespace hone::api

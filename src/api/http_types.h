@@ -15,6 +15,9 @@ struct HttpRequest {
   std::string path;
   std::string body;
   std::string id;  // request id, echoed as X-Request-Id and logged
+  // The client key's fingerprint ("key-1a2b3c4d") on a server with keys, else
+  // empty: budgets and the response cache are kept per tenant.
+  std::string tenant;
   // True once the client has disconnected (see peer_watch.h); never null.
   std::function<bool()> client_gone = [] { return false; };
   // True once the server's drain deadline has passed: what still runs ends

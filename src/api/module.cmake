@@ -9,6 +9,6 @@ add_library(hone_api STATIC ${API_SRCS})
 target_include_directories(hone_api PRIVATE ${HONE_HTTPLIB_INCLUDE})
 # Debian's cpp-httplib is a compiled library; without CPPHTTPLIB_OPENSSL_SUPPORT
 # the header declares only the plain-HTTP server we use.
-target_link_libraries(hone_api PUBLIC hone_serve hone_util nlohmann_json::nlohmann_json
+target_link_libraries(hone_api PUBLIC hone_route hone_serve hone_util nlohmann_json::nlohmann_json
                       PRIVATE ${HONE_HTTPLIB_LIB} Threads::Threads)
 target_link_libraries(hone PRIVATE hone_api)

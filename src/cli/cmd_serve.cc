@@ -123,13 +123,26 @@ int Serve(const ServeArgs& a) {
           return Fail("route '" + r.name + "': target " + t.Label() + " is not in the model registry", 2);
       }
     }
-    if (!rc->empty()) router = std::make_unique<route::Router>(std::move(*rc), local);
+    if (!rc->empty()) {
+      // The spend ledger, wherever there is an upstream to pay (a route over
+      // local models only costs nothing and writes nothing).
+      std::unique_ptr<route::Spend> spend;
+      if (!rc->upstreams.empty()) {
+        if (Status tz = route::SetLedgerTimeZone(rc->spend.timezone); !tz) return Fail(tz.error().ToString(), 2);
+        const std::string state_dir = c.state_dir.empty() ? serve::DefaultStateDir() : c.state_dir;
+        auto opened = route::Spend::Open(rc->spend, state_dir);
+        if (!opened) return Fail(opened.error().ToString(), 2);
+        spend = std::move(*opened);
+      }
+      router = std::make_unique<route::Router>(std::move(*rc), local, std::move(spend));
+    }
   }
   serve::Backend& backend = router ? static_cast<serve::Backend&>(*router) : local;
   api::HttpServer server(c, *keys, *max_body, backend, pool, metrics);
   if (router) {
     server.SetRouterViews([&router] { return router->RoutesJson(); },
                           [&router](std::string* out) { router->RenderMetrics(out); });
+    if (router->spend()) server.SetSpendView([&router] { return router->spend()->Json(); });
     router->WatchReload(&g_reload, [config_file] {
       return route::LoadRouterConfig(config_file, [](const char* n) { return std::getenv(n); });
     });

@@ -105,11 +105,14 @@ Result<UpstreamConfig> ReadUpstream(const toml::table& t, const std::string& whe
   int64_t max_concurrent = u.max_concurrent;
   for (Status s : {Get(t, "max_concurrent", at, &max_concurrent), Get(t, "health_path", at, &u.health_path),
                    Get(t, "price_input_per_m", at, &u.price_input_per_m),
+                   Get(t, "price_cached_input_per_m", at, &u.price_cached_input_per_m),
                    Get(t, "price_output_per_m", at, &u.price_output_per_m),
                    Get(t, "continuation", at, &u.continuation), Get(t, "ca_file", at, &u.ca_file)}) {
     if (!s) return s.error();
   }
   if (max_concurrent < 1) return Bad(at, "max_concurrent must be at least 1");
+  if (u.price_input_per_m < 0 || u.price_output_per_m < 0) return Bad(at, "prices must not be negative");
+  if (u.price_cached_input_per_m < 0) u.price_cached_input_per_m = u.price_input_per_m;
   u.max_concurrent = static_cast<int>(max_concurrent);
   if (!u.health_path.empty() && u.health_path[0] != '/') u.health_path = "/" + u.health_path;
   if (const toml::table* b = t["breaker"].as_table()) {
@@ -177,7 +180,107 @@ Result<RouteConfig> ReadRoute(const toml::table& t, const std::string& where,
     if (n < 1) return Bad(at, "retry.max_attempts must be at least 1");
     r.retry.max_attempts = static_cast<int>(n);
   }
+  std::string on_budget = "local_only";
+  if (Status s = Get(t, "on_budget_exceeded", at, &on_budget); !s) return s.error();
+  if (on_budget == "local_only")
+    r.on_budget = RouteConfig::OnBudget::kLocalOnly;
+  else if (on_budget == "refuse")
+    r.on_budget = RouteConfig::OnBudget::kRefuse;
+  else
+    return Bad(at, "on_budget_exceeded must be local_only or refuse, not '" + on_budget + "'");
   return r;
+}
+
+int64_t Micro(double money) { return static_cast<int64_t>(std::llround(money * 1e6)); }
+
+Status ReadThresholds(const toml::table& t, const std::string& at, std::vector<double>* out) {
+  const toml::node* n = t.get("alert_thresholds");
+  if (!n) return {};
+  const toml::array* a = n->as_array();
+  if (!a) return Bad(at, "alert_thresholds must be a list of fractions like [0.5, 0.8, 0.95]");
+  out->clear();
+  for (const auto& e : *a) {
+    auto v = e.value<double>();
+    if (!v || *v <= 0 || *v > 1) return Bad(at, "alert_thresholds must be fractions in (0, 1]");
+    out->push_back(*v);
+  }
+  return {};
+}
+
+Status ReadSpend(const toml::table& root, const std::string& origin, const std::set<std::string>& ups,
+                 const std::function<const char*(const char*)>& getenv, SpendConfig* out) {
+  std::vector<double> thresholds = {0.5, 0.8, 0.95};
+  if (const toml::table* t = root["spend"].as_table()) {
+    const std::string at = "config " + origin + ": [spend]";
+    int64_t reserve = out->reserve_max_tokens;
+    for (Status s : {Get(*t, "ledger", at, &out->ledger), Get(*t, "postgres_url_env", at, &out->postgres_url_env),
+                     Get(*t, "timezone", at, &out->timezone),
+                     GetSeconds(*t, "reservation_ttl", at, &out->reservation_ttl_s),
+                     Get(*t, "reserve_max_tokens", at, &reserve), Get(*t, "alert_webhook", at, &out->alert_webhook),
+                     Get(*t, "local_price_input_per_m", at, &out->local_price_input_per_m),
+                     Get(*t, "local_price_output_per_m", at, &out->local_price_output_per_m),
+                     ReadThresholds(*t, at, &thresholds)}) {
+      if (!s) return s;
+    }
+    if (out->ledger != "sqlite" && out->ledger != "postgres")
+      return Bad(at, "ledger must be sqlite or postgres, not '" + out->ledger + "'");
+    if (out->ledger == "postgres") {
+      if (out->postgres_url_env.empty())
+        return Bad(at, "a postgres ledger needs postgres_url_env, the variable that holds its connection string");
+      const char* v = getenv(out->postgres_url_env.c_str());
+      if (!v || !*v) return Bad(at, "postgres_url_env names " + out->postgres_url_env + ", which is not set");
+      out->postgres_url = v;
+    }
+    if (reserve < 1) return Bad(at, "reserve_max_tokens must be at least 1");
+    out->reserve_max_tokens = static_cast<int>(reserve);
+    if (out->reservation_ttl_s < 1) return Bad(at, "reservation_ttl must be at least 1s");
+    if (out->timezone.empty() || out->timezone.find("..") != std::string::npos)
+      return Bad(at, "timezone must name a zone like \"UTC\" or \"Asia/Shanghai\"");
+    if (!out->alert_webhook.empty() && out->alert_webhook.rfind("http://", 0) != 0 &&
+        out->alert_webhook.rfind("https://", 0) != 0)
+      return Bad(at, "alert_webhook must start with http:// or https://");
+  }
+  std::set<std::string> names;
+  if (const toml::array* bs = root["budget"].as_array()) {
+    int i = 0;
+    for (const auto& e : *bs) {
+      const toml::table* bt = e.as_table();
+      const std::string where = "config " + origin + ": [[budget]] #" + std::to_string(++i);
+      if (!bt) return Bad(where, "must be a table");
+      BudgetConfig b;
+      b.thresholds = thresholds;
+      std::string scope = "global";
+      double monthly = 0, daily = 0;
+      if (Status s = Get(*bt, "name", where, &b.name); !s) return s;
+      if (b.name.empty()) return Bad(where, "name is required");
+      const std::string at = where + " '" + b.name + "'";
+      for (Status s : {Get(*bt, "scope", at, &scope), Get(*bt, "monthly", at, &monthly),
+                       Get(*bt, "daily", at, &daily), ReadThresholds(*bt, at, &b.thresholds)}) {
+        if (!s) return s;
+      }
+      if (monthly < 0 || daily < 0) return Bad(at, "monthly and daily must not be negative");
+      if (monthly == 0 && daily == 0) return Bad(at, "a budget needs monthly or daily (or both)");
+      b.monthly = Micro(monthly);
+      b.daily = Micro(daily);
+      if (scope == "global") {
+        b.scope = BudgetConfig::Scope::kGlobal;
+      } else if (scope.rfind("upstream:", 0) == 0) {
+        b.scope = BudgetConfig::Scope::kUpstream;
+        b.scope_name = scope.substr(9);
+        if (!ups.count(b.scope_name)) return Bad(at, "scope " + scope + " names no [[upstream]]");
+      } else if (scope.rfind("tenant:", 0) == 0) {
+        b.scope = BudgetConfig::Scope::kTenant;
+        b.scope_name = scope.substr(7);
+        if (b.scope_name.rfind("key-", 0) != 0)
+          return Bad(at, "a tenant is a client key's fingerprint, \"tenant:key-1a2b3c4d\" (see docs/route.md)");
+      } else {
+        return Bad(at, "scope must be global, upstream:NAME or tenant:key-FINGERPRINT, not '" + scope + "'");
+      }
+      if (!names.insert(b.name).second) return Bad(where, "budget '" + b.name + "' is defined twice");
+      out->budgets.push_back(std::move(b));
+    }
+  }
+  return {};
 }
 
 }  // namespace
@@ -251,6 +354,7 @@ Result<RouterConfig> ParseRouterConfig(const std::string& text, const std::strin
       c.routes.push_back(std::move(*r));
     }
   }
+  if (Status s = ReadSpend(t, origin, names, getenv, &c.spend); !s) return s.error();
   return c;
 }
 

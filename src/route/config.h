@@ -22,6 +22,8 @@
 //   retry = { max_attempts = 3, base_backoff = "100ms", max_backoff = "2s", deadline = "60s" }
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -45,6 +47,7 @@ struct UpstreamConfig {
   std::string health_path = "/models";
   double health_interval_s = 30;
   double price_input_per_m = 0;
+  double price_cached_input_per_m = -1;  // < 0: the input price
   double price_output_per_m = 0;
   bool continuation = false;  // continues a partial assistant message (prefix continuation)
   std::string ca_file;
@@ -68,11 +71,42 @@ struct RouteConfig {
   double ttft_slo_s = 0;        // 0: overflow only when the local queue is full
   std::vector<double> weights;  // kWeighted: one per target
   RetryPolicy retry;
+  // What a spent budget does to this route: stop using the upstream it caps
+  // (the local targets still serve) or refuse the request with 429.
+  enum class OnBudget { kLocalOnly, kRefuse };
+  OnBudget on_budget = OnBudget::kLocalOnly;
+};
+
+// A spending cap. Money is in the prices' currency; caps are kept as int64
+// micro-units (1e-6) so the ledger's sums are exact.
+struct BudgetConfig {
+  std::string name;
+  enum class Scope { kGlobal, kUpstream, kTenant };
+  Scope scope = Scope::kGlobal;
+  std::string scope_name;  // kUpstream: the [[upstream]]; kTenant: a client key's fingerprint "key-…"
+  int64_t monthly = 0;     // micro-units; 0: no monthly cap
+  int64_t daily = 0;       // micro-units; 0: no daily cap
+  std::vector<double> thresholds;  // alert at these fractions of a cap (0.5, 0.8, 0.95)
+};
+
+// [spend]: the ledger and how budgets are kept.
+struct SpendConfig {
+  std::string ledger = "sqlite";  // or "postgres"
+  std::string postgres_url_env;   // the variable holding the libpq conninfo (it may carry a password)
+  std::string postgres_url;       // resolved from postgres_url_env; never logged
+  std::string timezone = "UTC";   // months and days are counted in this zone
+  double reservation_ttl_s = 900;  // a reservation left by a process that died is freed after this
+  int reserve_max_tokens = 4096;   // the output a request without max_tokens may use (and is held to)
+  std::string alert_webhook;       // POSTed a JSON body when a threshold is crossed
+  double local_price_input_per_m = 0;  // an energy rate for local tokens; 0 by default
+  double local_price_output_per_m = 0;
+  std::vector<BudgetConfig> budgets;
 };
 
 struct RouterConfig {
   std::vector<UpstreamConfig> upstreams;
   std::vector<RouteConfig> routes;
+  SpendConfig spend;
   bool empty() const { return upstreams.empty() && routes.empty(); }
 };
 

@@ -176,7 +176,10 @@ class RemoteCompletion final : public serve::Completion {
     ended_ = true;
     serve::ChoiceResult r;
     r.usage = usage_;
-    if (!got_usage_) r.usage.completion_tokens = chunks_;  // an estimate: one token a chunk
+    if (!got_usage_) {
+      r.usage.completion_tokens = chunks_;  // an estimate: one token a chunk
+      r.usage.estimated = true;
+    }
     const auto now = Clock::now();
     r.queue_s = 0;
     r.prompt_s = first_token_ ? Seconds(*first_token_ - start_) : 0;

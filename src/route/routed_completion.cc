@@ -16,9 +16,17 @@ RoutedCompletion::RoutedCompletion(Router* router, const RouteConfig* route, ser
       target_(target),
       rest_(std::move(rest)),
       inner_(std::move(first.completion)),
+      hold_(std::move(first.hold)),
       predicted_ttft_s_(first.predicted_ttft_s),
       start_(start),
       note_(std::move(note)) {}
+
+RoutedCompletion::~RoutedCompletion() {
+  if (hold_ && !hold_->done) {
+    usage_.estimated = true;  // the rest of the answer was never read
+    router_->SettleSpend(*hold_, request_, usage_, outcome_.empty() ? "dropped" : outcome_);
+  }
+}
 
 void RoutedCompletion::Cancel() {
   cancelled_ = true;
@@ -42,6 +50,9 @@ serve::CompletionEvent RoutedCompletion::Next(Clock::time_point deadline) {
       return e;
     }
     if (e.kind == Kind::kToolCall) tool_call_seen_ = true;
+    if (e.kind == Kind::kDone && hold_) {
+      router_->SettleSpend(*hold_, request_, usage_, outcome_.empty() ? "ok" : outcome_);
+    }
     if (e.kind != Kind::kChoiceEnd) return e;
     serve::ChoiceResult& r = e.result;
     const bool broke =
@@ -51,6 +62,13 @@ serve::CompletionEvent RoutedCompletion::Next(Clock::time_point deadline) {
       earlier_completion_tokens_ += r.usage.completion_tokens;
       const std::string from = TargetLabel();
       const Error why = *r.error;
+      if (hold_) {  // the broken part is paid for as far as it went
+        serve::Usage part = usage_;
+        part += r.usage;
+        router_->SettleSpend(*hold_, request_, part, "broken: " + why.message);
+        hold_.reset();
+        usage_ = {};
+      }
       if (Recover(why, deadline)) {
         std::fprintf(stderr, "[hone] route %s: %s broke after %zu bytes (%s); continued on %s\n",
                      route_->name.c_str(), from.c_str(), emitted_.size(), why.message.c_str(),
@@ -64,6 +82,10 @@ serve::CompletionEvent RoutedCompletion::Next(Clock::time_point deadline) {
                    route_->name.c_str(), from.c_str(), emitted_.size(), why.message.c_str());
       note_ += " stream_failed";
     }
+    usage_ += r.usage;
+    if (outcome_.empty() && (r.error || r.finish == serve::FinishReason::kCancelled))
+      outcome_ = r.error ? std::string(serve::FinishReasonName(r.finish)) + ": " + r.error->message
+                         : std::string(serve::FinishReasonName(r.finish));
     r.usage.completion_tokens += earlier_completion_tokens_;
     r.route = note_;
     const double total = std::chrono::duration<double>(Clock::now() - start_).count();
@@ -107,6 +129,7 @@ bool RoutedCompletion::Recover(const Error& why, Clock::time_point) {
     auto tt = router_->TryTarget(*route_, t, next, deadline);
     if (!tt) continue;
     inner_ = std::move(tt->completion);
+    hold_ = std::move(tt->hold);
     predicted_ttft_s_.reset();
     target_ = i;
     return true;

@@ -26,6 +26,8 @@ class RoutedCompletion final : public serve::Completion {
   RoutedCompletion(Router* router, const RouteConfig* route, serve::GenerationRequest request, size_t target,
                    std::vector<size_t> rest, Router::TargetTry first, serve::Clock::time_point start,
                    std::string note);
+  // Settles whatever the answer cost if it was dropped before its end.
+  ~RoutedCompletion() override;
   serve::CompletionEvent Next(serve::Clock::time_point deadline) override;
   void Cancel() override;
   size_t choices() const override { return inner_->choices(); }
@@ -42,6 +44,9 @@ class RoutedCompletion final : public serve::Completion {
   size_t target_;
   std::vector<size_t> rest_;  // targets not yet used, in the route's order
   std::unique_ptr<serve::Completion> inner_;
+  std::shared_ptr<SpendHold> hold_;  // the current target's spend (null without a ledger)
+  serve::Usage usage_;               // of the current target, over the choices ended so far
+  std::string outcome_;              // the first choice's end that was not ok
   std::optional<double> predicted_ttft_s_;
   const serve::Clock::time_point start_;
   std::string note_;

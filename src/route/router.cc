@@ -23,6 +23,27 @@ std::string PublicUrl(std::string url) {
   return url;
 }
 
+// An upper bound on the prompt's tokens for any byte-level tokenizer: one
+// token per byte, plus a few per message for the template's role markers.
+int64_t PromptTokenBound(const serve::GenerationRequest& r) {
+  int64_t n = 0;
+  for (const serve::Message& m : r.messages) {
+    n += static_cast<int64_t>(m.content.size()) + 8;
+    for (const serve::ToolCall& c : m.tool_calls) n += static_cast<int64_t>(c.name.size() + c.arguments.size()) + 8;
+  }
+  for (const std::string& p : r.prompts) n += static_cast<int64_t>(p.size()) + 2;
+  for (const serve::Tool& t : r.tools)
+    n += static_cast<int64_t>(t.name.size() + t.description.size() + t.parameters.size()) + 16;
+  return n + 16;
+}
+
+std::string PromptText(const serve::GenerationRequest& r) {
+  std::string text;
+  for (const serve::Message& m : r.messages) text += m.content + "\n";
+  for (const std::string& p : r.prompts) text += p;
+  return text;
+}
+
 bool Stoppable(const Error& e) {
   // The request itself is wrong, or names nothing: no other target will do better.
   return e.code == ErrorCode::kInvalidArgument || e.code == ErrorCode::kNotFound;
@@ -30,8 +51,8 @@ bool Stoppable(const Error& e) {
 
 }  // namespace
 
-Router::Router(RouterConfig config, serve::LocalBackend& local)
-    : local_(local), rng_(std::random_device{}()) {
+Router::Router(RouterConfig config, serve::LocalBackend& local, std::unique_ptr<Spend> spend)
+    : local_(local), spend_(std::move(spend)), rng_(std::random_device{}()) {
   for (UpstreamConfig& u : config.upstreams) {
     std::string name = u.name;
     upstreams_[name] = std::make_unique<RemoteBackend>(std::move(u), http_);
@@ -91,15 +112,45 @@ serve::GenerationRequest Router::ForTarget(const serve::GenerationRequest& r, co
 
 Result<Router::TargetTry> Router::TryTarget(const RouteConfig& route, const Target& t,
                                             const serve::GenerationRequest& in, Clock::time_point deadline,
-                                            std::optional<double> predicted_ttft_s) {
-  const serve::GenerationRequest r = ForTarget(in, t);
+                                            std::optional<double> predicted_ttft_s, bool* budget_refused) {
+  serve::GenerationRequest r = ForTarget(in, t);
   const std::string target = t.Label();
   TargetTry out;
+  if (spend_) {
+    Price price;
+    int64_t prompt_bound = 0;
+    int max_tokens = 0;
+    if (t.local()) {
+      // Local answers are never refused by a budget; their cost (an energy
+      // rate, 0 by default) still counts when they settle.
+      price = {spend_->config().local_price_input_per_m, spend_->config().local_price_input_per_m,
+               spend_->config().local_price_output_per_m};
+    } else if (RemoteBackend* up = Upstream(t.upstream)) {
+      price = {up->config().price_input_per_m, up->config().price_cached_input_per_m,
+               up->config().price_output_per_m};
+      prompt_bound = PromptTokenBound(r);
+      max_tokens = r.max_tokens >= 0 ? r.max_tokens : spend_->reserve_max_tokens();
+      // The reservation holds for max_tokens: the upstream is held to it too.
+      if (r.max_tokens < 0 && !price.free()) r.max_tokens = max_tokens;
+    }
+    auto hold = spend_->Reserve(route.name, t.upstream, t.model, in.tenant, price, prompt_bound, max_tokens);
+    if (!hold) {
+      if (budget_refused && hold.error().code == ErrorCode::kRateLimited) *budget_refused = true;
+      metrics_.Add(series::kRequests, Labels({{"route", route.name}, {"target", target}, {"outcome", "budget"}}));
+      return hold.error();
+    }
+    out.hold = std::move(*hold);
+  }
+  // Whatever fails below cost nothing: the hold goes back.
+  auto release = [&] {
+    if (out.hold) spend_->Release(*out.hold);
+  };
   if (t.local()) {
     out.attempts = 1;
     out.predicted_ttft_s = predicted_ttft_s;
     auto c = local_.Start(r);
     if (!c) {
+      release();
       metrics_.Add(
           series::kRequests,
           Labels({{"route", route.name}, {"target", target}, {"outcome", CodeLabel(c.error().code)}}));
@@ -109,7 +160,10 @@ Result<Router::TargetTry> Router::TryTarget(const RouteConfig& route, const Targ
     return out;
   }
   RemoteBackend* up = Upstream(t.upstream);
-  if (!up) return MakeError(ErrorCode::kInternal, "no upstream '" + t.upstream + "'");
+  if (!up) {
+    release();
+    return MakeError(ErrorCode::kInternal, "no upstream '" + t.upstream + "'");
+  }
   Error last{ErrorCode::kUpstream, "upstream '" + t.upstream + "' was not tried"};
   for (int attempt = 1; attempt <= route.retry.max_attempts; ++attempt) {
     if (!up->breaker().Allow()) {
@@ -117,6 +171,7 @@ Result<Router::TargetTry> Router::TryTarget(const RouteConfig& route, const Targ
       e.retry_after_s = static_cast<int>(std::ceil(std::max(1.0, up->breaker().RetryAfter())));
       metrics_.Add(series::kRequests,
                    Labels({{"route", route.name}, {"target", target}, {"outcome", "breaker_open"}}));
+      release();
       return e;
     }
     ++out.attempts;
@@ -131,11 +186,11 @@ Result<Router::TargetTry> Router::TryTarget(const RouteConfig& route, const Targ
       return out;
     }
     last = c.error();
-    if (last.code == ErrorCode::kAborted) return last;  // the client left: nothing to retry for
+    if (last.code == ErrorCode::kAborted) break;  // the client left: nothing to retry for
     metrics_.Add(series::kRequests,
                  Labels({{"route", route.name}, {"target", target}, {"outcome", OutcomeName(info.outcome)}}));
-    if (Stoppable(last)) return last;
-    if (c.error().code == ErrorCode::kBusy && info.outcome == Outcome::kOk) return last;  // at max_concurrent
+    if (Stoppable(last)) break;
+    if (c.error().code == ErrorCode::kBusy && info.outcome == Outcome::kOk) break;  // at max_concurrent
     // A bad key (401/403, now revoked) or a rate-limited one (429, now cooling)
     // is not the upstream's failure: another key that is usable now goes at once.
     const bool key_fault =
@@ -161,13 +216,32 @@ Result<Router::TargetTry> Router::TryTarget(const RouteConfig& route, const Targ
     // The backoff in slices: a client that leaves meanwhile ends it.
     const auto wake = Clock::now() + std::chrono::duration_cast<Clock::duration>(Dur(wait));
     while (Clock::now() < wake) {
-      if (r.cancelled && r.cancelled())
+      if (r.cancelled && r.cancelled()) {
+        release();
         return MakeError(ErrorCode::kAborted, "the client left during a retry's backoff");
+      }
       std::this_thread::sleep_for(
           std::min<Clock::duration>(wake - Clock::now(), std::chrono::milliseconds(50)));
     }
   }
+  release();
   return last;
+}
+
+void Router::SettleSpend(SpendHold& hold, const serve::GenerationRequest& r, serve::Usage usage,
+                         const std::string& outcome) {
+  if (!spend_ || hold.done) return;
+  if (usage.prompt_tokens == 0 && (!r.messages.empty() || !r.prompts.empty())) {
+    // The target reported no usage (a stream cut short): count the prompt here.
+    usage.estimated = true;
+    const std::string text = PromptText(r);
+    std::optional<int> n;
+    if (const RouteState* st = Find(hold.route))
+      for (const Target& t : st->config.targets)
+        if (t.local() && !n) n = local_.CountTokens(t.model, text);
+    usage.prompt_tokens = n ? *n : static_cast<int>(text.size() / 4 + 1);
+  }
+  spend_->Settle(hold, usage, usage.estimated, outcome);
 }
 
 Result<std::unique_ptr<serve::Completion>> Router::Start(const serve::GenerationRequest& r) {
@@ -222,11 +296,16 @@ Result<std::unique_ptr<serve::Completion>> Router::Start(const serve::Generation
         continue;
       }
     }
-    auto tt = TryTarget(route, t, r, deadline, predicted);
+    bool budget_refused = false;
+    auto tt = TryTarget(route, t, r, deadline, predicted, &budget_refused);
     if (admitting) admitting.unlock();  // queued (or refused): the next forecast sees it
     if (tt) return finish(i, std::move(*tt));
     const Error& e = tt.error();
     if (Stoppable(e) || e.code == ErrorCode::kAborted) return e;
+    if (budget_refused && route.on_budget == RouteConfig::OnBudget::kRefuse) {
+      metrics_.Add(series::kRequests, Labels({{"route", route.name}, {"target", "none"}, {"outcome", "budget"}}));
+      return e;  // 429 naming the budget
+    }
     if (t.local() && e.code == ErrorCode::kBusy) {
       overflow = "queue_full";
       ++st->overflowed;
@@ -328,7 +407,7 @@ void Router::WatchReload(std::atomic<bool>* pending, std::function<Result<Router
 }
 
 void Router::StartHealthChecks() {
-  if (upstreams_.empty() || health_.joinable()) return;
+  if ((upstreams_.empty() && !spend_) || health_.joinable()) return;
   health_ = std::thread([this] { HealthLoop(); });
 }
 
@@ -338,6 +417,11 @@ void Router::HealthLoop() {
   std::unique_lock<std::mutex> lock(health_mu_);
   while (!stopping_) {
     auto soonest = Clock::now() + std::chrono::seconds(1);
+    if (spend_) {
+      lock.unlock();
+      spend_->Tick();  // frees reservations that processes which died left behind
+      lock.lock();
+    }
     if (reload_pending_ && reload_pending_->exchange(false)) {
       lock.unlock();
       auto fresh = reload_load_();
@@ -415,6 +499,7 @@ std::string Router::RoutesJson() const {
 
 void Router::RenderMetrics(std::string* out) const {
   metrics_.Render(out);
+  if (spend_) spend_->RenderMetrics(out);
   *out += "# TYPE hone:route_breaker_state gauge\n";
   for (const auto& [name, up] : upstreams_) {
     const BreakerState s = up->breaker().state();

@@ -32,6 +32,7 @@
 #include "route/http_client.h"
 #include "route/remote_backend.h"
 #include "route/route_metrics.h"
+#include "route/spend.h"
 #include "serve/backend.h"
 #include "serve/local_backend.h"
 
@@ -39,7 +40,8 @@ namespace hone::route {
 
 class Router final : public serve::Backend {
  public:
-  Router(RouterConfig config, serve::LocalBackend& local);
+  // `spend`: the ledger and budgets; null runs without them (no rows, no caps).
+  Router(RouterConfig config, serve::LocalBackend& local, std::unique_ptr<Spend> spend = nullptr);
   ~Router() override;  // stops the health checks
 
   Result<std::unique_ptr<serve::Completion>> Start(const serve::GenerationRequest& r) override;
@@ -71,11 +73,22 @@ class Router final : public serve::Backend {
     std::unique_ptr<serve::Completion> completion;
     int attempts = 0;
     std::optional<double> predicted_ttft_s;  // local targets: the scheduler's forecast
+    std::shared_ptr<SpendHold> hold;         // its spend: settled when the answer ends
   };
   // `predicted_ttft_s`: the local forecast Start already made (local targets),
   // kept for the prediction-error histogram; no second forecast is made here.
+  // A priced upstream first reserves the request's worst-case cost; when a
+  // budget cannot take it, `*budget_refused` is set and the error (429)
+  // names the budget.
   Result<TargetTry> TryTarget(const RouteConfig& route, const Target& t, const serve::GenerationRequest& r,
-                              serve::Clock::time_point deadline, std::optional<double> predicted_ttft_s = {});
+                              serve::Clock::time_point deadline, std::optional<double> predicted_ttft_s = {},
+                              bool* budget_refused = nullptr);
+  // Settles a target's part of an answer (RoutedCompletion, at its end or
+  // when that target broke). Prompt tokens the target did not report are
+  // counted with the route's local tokenizer where one is loaded.
+  void SettleSpend(SpendHold& hold, const serve::GenerationRequest& r, serve::Usage usage,
+                   const std::string& outcome);
+  Spend* spend() const { return spend_.get(); }
   // Whether a target can continue a partial answer (local always can).
   bool CanContinue(const Target& t) const;
   RouteMetrics& metrics() { return metrics_; }
@@ -96,6 +109,7 @@ class Router final : public serve::Backend {
   void HealthLoop();
 
   serve::LocalBackend& local_;
+  std::unique_ptr<Spend> spend_;  // null: no ledger
   HttpClient http_;
   std::map<std::string, std::unique_ptr<RemoteBackend>> upstreams_;  // fixed after construction
   std::map<std::string, std::unique_ptr<RouteState>> routes_;        // fixed after construction

@@ -108,12 +108,16 @@ struct GenerationRequest {
   // backend that waits before it can hand out a Completion (an upstream's
   // first byte, a retry's backoff) checks it and gives up with kAborted.
   std::function<bool()> cancelled;
+  // Who asks: the fingerprint of the client's API key ("key-1a2b3c4d"), or
+  // empty on a server without keys. Budgets and the cache are kept per tenant.
+  std::string tenant;
 };
 
 struct Usage {
   int prompt_tokens = 0;
   int cached_tokens = 0;  // of prompt_tokens, reused from a prefix cache
   int completion_tokens = 0;
+  bool estimated = false;  // the backend reported no usage: these are hone's counts
   Usage& operator+=(const Usage& o);
 };
 

@@ -2,6 +2,8 @@
 
 #include <toml++/toml.h>
 
+#include <cstdlib>
+
 #include <cctype>
 #include <fstream>
 #include <sstream>
@@ -109,6 +111,8 @@ const std::vector<Setting>& Settings() {
        [](ServeConfig& c, const std::string& v) { return c.allowed_origins = v, Status::Ok(); }},
       {"pin", "Comma-separated models never evicted",
        [](ServeConfig& c, const std::string& v) { return c.pinned = SplitComma(v), Status::Ok(); }},
+      {"state-dir", "Folder for the spend ledger (default ~/.local/state/hone)",
+       [](ServeConfig& c, const std::string& v) { return c.state_dir = v, Status::Ok(); }},
       {"quiet", "No per-request log lines",
        [](ServeConfig& c, const std::string& v) { return Bool("quiet", v, &c.quiet); }},
   };
@@ -215,6 +219,12 @@ Result<std::vector<std::string>> LoadApiKeys(const ServeConfig& c) {
       return MakeError(ErrorCode::kInvalidArgument, "the API key file " + c.api_key_file + " has no keys");
   }
   return keys;
+}
+
+std::string DefaultStateDir() {
+  if (const char* x = std::getenv("XDG_STATE_HOME"); x && *x) return std::string(x) + "/hone";
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : ".") + "/.local/state/hone";
 }
 
 }  // namespace hone::serve

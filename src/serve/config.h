@@ -42,7 +42,11 @@ struct ServeConfig {
   std::map<std::string, std::string> aliases;  // TOML [aliases] only
   std::vector<std::string> pinned;             // model names never evicted
   bool quiet = false;                          // no per-request log lines
+  std::string state_dir;                       // the spend ledger's folder; empty: DefaultStateDir()
 };
+
+// $XDG_STATE_HOME/hone, else ~/.local/state/hone.
+std::string DefaultStateDir();
 
 struct Setting {
   const char* name;  // flag --name, env HONE_NAME (upper case, '-' -> '_'), TOML key name ('-' -> '_')

@@ -212,6 +212,14 @@ LocalBackend::Forecast LocalBackend::Predict(const GenerationRequest& r) {
   return f;
 }
 
+std::optional<int> LocalBackend::CountTokens(const std::string& model, const std::string& text) {
+  std::shared_ptr<LoadedModel> m = pool_.Peek(model);
+  if (!m || !m->model) return std::nullopt;
+  auto tokens = engine::Tokenizer(*m->model).Encode(text, false, false);
+  if (!tokens) return std::nullopt;
+  return static_cast<int>(tokens->size());
+}
+
 Result<std::unique_ptr<Completion>> LocalBackend::Start(const GenerationRequest& r) {
   // The grammar first: a schema that cannot be enforced is the client's error
   // whether or not the model exists, and costs no model load.

@@ -42,6 +42,9 @@ class LocalBackend final : public Backend {
     LoadForecast load;    // from the model's scheduler (ttft_s is the total)
   };
   Forecast Predict(const GenerationRequest& request);
+  // Tokens of `text` under `model`'s tokenizer, if that model is resident
+  // (no load for a count); nullopt otherwise.
+  std::optional<int> CountTokens(const std::string& model, const std::string& text);
 
   // The engine's sampling options for a request: its defaults, the request's
   // values over them, and a grammar for the response format.

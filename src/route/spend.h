@@ -1,0 +1,121 @@
+// Spend and budgets: what each routed request costs, and the caps that hold
+// under any concurrency.
+//
+//   Reserve (before a request goes to a priced upstream)
+//     worst case = prompt bound x input price + max_tokens x output price,
+//     held on every budget period that covers the request (global, the
+//     upstream's, the tenant's; monthly and daily) in one transaction, or on
+//     none: then the request does not go (ledger.h has the SQL).
+//   Settle (after it, streams cut short included)
+//     the real cost from the upstream's usage (or counted here, marked
+//     estimated), one ledger row keyed by the request id, the hold released.
+//   Release (it failed before costing anything)
+//
+// Alerts: the first time a period's spend crosses a threshold (every process
+// sharing the ledger agrees on "first"), a log line, a metric and, when
+// configured, a webhook POST retried with backoff on its own thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "route/config.h"
+#include "route/http_client.h"
+#include "route/ledger.h"
+#include "serve/backend.h"
+
+namespace hone::route {
+
+struct Price {
+  double input_per_m = 0, cached_per_m = 0, output_per_m = 0;
+  bool free() const { return input_per_m == 0 && cached_per_m == 0 && output_per_m == 0; }
+};
+
+// One request's part at one target: reserved before, settled once after.
+struct SpendHold {
+  std::string id;  // unique per part; the ledger's key
+  std::string route, upstream, model, tenant;
+  Price price;
+  std::vector<BudgetPeriod> parts;  // the periods it counts against
+  int64_t reserved = 0;             // micro-units held on each part
+  std::string day, month;
+  bool done = false;  // settled or released
+};
+
+// Calendar keys in the ledger's time zone (set process-wide with TZ: see
+// SetLedgerTimeZone).
+struct PeriodKeys {
+  std::string day, month;  // "2026-12-01", "2026-12"
+  double seconds_to_day_end = 0, seconds_to_month_end = 0;
+};
+PeriodKeys PeriodsAt(double unix_s);
+// Sets the process's time zone for PeriodsAt (before any thread starts).
+// An unknown zone is an error naming it.
+Status SetLedgerTimeZone(const std::string& zone);
+
+std::string FormatMoney(int64_t micro);  // "12.345678" -> "12.35" style, 2+ decimals
+
+class Spend {
+ public:
+  // Opens the ledger: SQLite at state_dir/ledger.db, or PostgreSQL.
+  static Result<std::unique_ptr<Spend>> Open(const SpendConfig& config, const std::string& state_dir);
+  ~Spend();
+
+  // Holds the worst case of a request to a priced target. Free targets get
+  // a hold with no reservation (their row still goes to the ledger). When a
+  // budget cannot take it: kRateLimited naming the budget and period, with
+  // retry_after_s until the period ends.
+  Result<std::shared_ptr<SpendHold>> Reserve(const std::string& route, const std::string& upstream,
+                                             const std::string& model, const std::string& tenant,
+                                             const Price& price, int64_t prompt_token_bound, int max_tokens);
+  // `usage` from the target; `estimated` when the target reported none and
+  // the counts are hone's. Safe to call twice (the second is a no-op).
+  void Settle(SpendHold& hold, const serve::Usage& usage, bool estimated, const std::string& outcome);
+  void Release(SpendHold& hold);
+
+  int reserve_max_tokens() const { return config_.reserve_max_tokens; }
+  const SpendConfig& config() const { return config_; }
+  Ledger& ledger() { return *ledger_; }
+
+  // Frees expired reservations; called about once a second.
+  void Tick();
+  // GET /hone/spend and `hone spend --json`: month-to-date totals, budgets.
+  std::string Json();
+  void RenderMetrics(std::string* out);
+
+ private:
+  Spend(SpendConfig config, std::unique_ptr<Ledger> ledger);
+  std::vector<BudgetPeriod> PartsFor(const std::string& upstream, const std::string& tenant,
+                                     const PeriodKeys& keys) const;
+  void CheckAlerts(const std::vector<BudgetPeriod>& parts, const std::vector<int64_t>& spent);
+  void WebhookLoop();
+
+  const SpendConfig config_;
+  std::unique_ptr<Ledger> ledger_;
+  std::atomic<uint64_t> seq_{0};
+  const std::string id_prefix_;  // random per process: ids from replicas never collide
+
+  std::mutex mu_;
+  std::set<std::string> fired_;  // GUARDED_BY(mu_): "budget|period|permille" already alerted
+  std::map<std::string, double> spent_by_upstream_;    // GUARDED_BY(mu_): this process's settled cost
+  std::map<std::string, long> refusals_by_budget_;     // GUARDED_BY(mu_)
+  std::map<std::string, long> alerts_by_budget_;       // GUARDED_BY(mu_): "budget|threshold" -> count
+  long holds_in_flight_ = 0;                           // GUARDED_BY(mu_)
+  long ledger_errors_ = 0;                             // GUARDED_BY(mu_)
+
+  HttpClient http_;  // the webhook's
+  std::mutex hook_mu_;
+  std::condition_variable hook_cv_;
+  std::deque<std::string> hook_queue_;  // GUARDED_BY(hook_mu_): JSON bodies to POST
+  bool stopping_ = false;               // GUARDED_BY(hook_mu_)
+  std::thread hook_thread_;
+};
+
+}  // namespace hone::route

@@ -1,0 +1,117 @@
+#include <sqlite3.h>
+
+#include <map>
+#include <mutex>
+
+#include "route/sql.h"
+
+namespace hone::route {
+namespace {
+
+// "$1" -> "?1": SQLite numbers "$name" parameters by first appearance, which
+// would reorder them; "?NNN" is positional, like PostgreSQL's "$NNN".
+std::string Positional(const std::string& sql) {
+  std::string out = sql;
+  for (size_t i = 0; i + 1 < out.size(); ++i)
+    if (out[i] == '$' && out[i + 1] >= '0' && out[i + 1] <= '9') out[i] = '?';
+  return out;
+}
+
+class SqliteConn final : public SqlConn {
+ public:
+  explicit SqliteConn(sqlite3* db) : db_(db) {}
+  ~SqliteConn() override {
+    for (auto& [sql, st] : statements_) sqlite3_finalize(st);
+    sqlite3_close(db_);
+  }
+
+  Result<std::vector<SqlRow>> Exec(const std::string& sql, const std::vector<SqlValue>& params) override {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    return ExecLocked(sql, params);
+  }
+
+  Status Transaction(const std::function<Status()>& body) override {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    if (auto b = ExecLocked("BEGIN IMMEDIATE", {}); !b) return b.error();
+    Status s = body();
+    if (!s) {
+      (void)ExecLocked("ROLLBACK", {});
+      return s;
+    }
+    if (auto c = ExecLocked("COMMIT", {}); !c) {
+      (void)ExecLocked("ROLLBACK", {});
+      return c.error();
+    }
+    return Status::Ok();
+  }
+
+  const char* kind() const override { return "sqlite"; }
+
+ private:
+  Result<std::vector<SqlRow>> ExecLocked(const std::string& sql, const std::vector<SqlValue>& params) {
+    sqlite3_stmt*& st = statements_[sql];
+    if (!st) {
+      if (sqlite3_prepare_v2(db_, Positional(sql).c_str(), -1, &st, nullptr) != SQLITE_OK) {
+        std::string why = sqlite3_errmsg(db_);
+        statements_.erase(sql);
+        return MakeError(ErrorCode::kInternal, "ledger (sqlite): " + why);
+      }
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    for (size_t i = 0; i < params.size(); ++i) {
+      const int at = static_cast<int>(i) + 1;
+      if (auto* n = std::get_if<int64_t>(&params[i]))
+        sqlite3_bind_int64(st, at, *n);
+      else
+        sqlite3_bind_text(st, at, std::get<std::string>(params[i]).c_str(), -1, SQLITE_TRANSIENT);
+    }
+    std::vector<SqlRow> rows;
+    for (;;) {
+      const int rc = sqlite3_step(st);
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) {
+        std::string why = sqlite3_errmsg(db_);
+        sqlite3_reset(st);
+        return MakeError(rc == SQLITE_BUSY ? ErrorCode::kBusy : ErrorCode::kIo, "ledger (sqlite): " + why);
+      }
+      SqlRow row;
+      for (int c = 0; c < sqlite3_column_count(st); ++c) {
+        if (sqlite3_column_type(st, c) == SQLITE_NULL)
+          row.emplace_back(std::nullopt);
+        else
+          row.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(st, c)));
+      }
+      rows.push_back(std::move(row));
+    }
+    sqlite3_reset(st);
+    return rows;
+  }
+
+  std::recursive_mutex mu_;  // one statement or transaction at a time on the connection
+  sqlite3* db_;              // GUARDED_BY(mu_)
+  std::map<std::string, sqlite3_stmt*> statements_;  // GUARDED_BY(mu_): prepared once per SQL text
+};
+
+}  // namespace
+
+Result<std::unique_ptr<SqlConn>> OpenSqlite(const std::string& path) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                      nullptr) != SQLITE_OK) {
+    std::string why = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    return MakeError(ErrorCode::kIo, "cannot open the ledger " + path + ": " + why);
+  }
+  sqlite3_busy_timeout(db, 5000);  // another process on the same file (hone spend) waits, not fails
+  auto conn = std::make_unique<SqliteConn>(db);
+  // WAL: readers (hone spend) never block the server. synchronous=NORMAL: a
+  // commit is in the WAL file before it returns, so SIGKILL loses nothing
+  // committed (only a power cut may lose the last transactions).
+  for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL"})
+    if (auto r = conn->Exec(pragma, {}); !r)
+      return MakeError(r.error().code, "cannot open the ledger " + path + ": " + r.error().message);
+  return std::unique_ptr<SqlConn>(std::move(conn));
+}
+
+}  // namespace hone::route
