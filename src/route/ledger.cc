@@ -220,6 +220,14 @@ Result<std::vector<LedgerEntry>> Ledger::Entries(const std::string& month) {
   return out;
 }
 
+Result<std::vector<Ledger::Held>> Ledger::HeldReservations() {
+  auto rows = conn_->Exec("SELECT id, MAX(amount), MAX(expires) FROM reservations GROUP BY id ORDER BY MAX(expires), id LIMIT 1000");
+  if (!rows) return rows.error();
+  std::vector<Held> out;
+  for (const SqlRow& r : *rows) out.push_back({*r[0], Int(r[1]), Int(r[2]) / 1000.0});
+  return out;
+}
+
 Result<std::pair<int64_t, int64_t>> Ledger::InFlight(double now) {
   auto rows = conn_->Exec("SELECT COUNT(*), COALESCE(SUM(a), 0) FROM (SELECT id, MAX(amount) AS a FROM reservations"
                           " WHERE expires >= $1 GROUP BY id) AS held",

@@ -93,6 +93,13 @@ class Ledger {
   Result<std::vector<LedgerEntry>> Entries(const std::string& month);
   // Reservations in flight (not expired) and their sum.
   Result<std::pair<int64_t, int64_t>> InFlight(double now);
+  struct Held {
+    std::string id;
+    int64_t amount = 0;
+    double expires = 0;
+  };
+  // Every reservation still held, expired or not (the oldest first).
+  Result<std::vector<Held>> HeldReservations();
   const char* kind() const { return conn_->kind(); }
 
  private:

@@ -323,13 +323,16 @@ std::string RemoteBackend::UpstreamModel(const std::string& model) const {
   return it == config_.models.end() ? model : it->second;
 }
 
-HttpSpec RemoteBackend::Spec(const std::string& path, const std::string& body, const std::string& key) const {
+HttpSpec RemoteBackend::Spec(const std::string& path, const std::string& body, const std::string& key,
+                             const std::string& ledger_id) const {
   HttpSpec s;
   s.method = body.empty() ? "GET" : "POST";
   s.url = config_.base_url + path;
   s.body = body;
   s.headers = {"Content-Type: application/json", "Accept: text/event-stream, application/json"};
   if (!key.empty()) s.headers.push_back("Authorization: Bearer " + key);
+  // The ledger row's id: an upstream's own log can be reconciled with hone's.
+  if (!ledger_id.empty()) s.headers.push_back("X-Hone-Request-Id: " + ledger_id);
   s.connect_timeout_s = config_.connect_timeout_s;
   s.first_byte_timeout_s = config_.first_byte_timeout_s;
   s.idle_timeout_s = config_.idle_timeout_s;
@@ -374,7 +377,7 @@ Result<std::unique_ptr<serve::Completion>> RemoteBackend::StartAttempt(const ser
   }
   const std::string path = r.chat ? "/chat/completions" : "/completions";
   std::unique_ptr<HttpCall> call =
-      http_.Start(Spec(path, OpenAiBody(r, UpstreamModel(r.model), config_.continuation), key->key));
+      http_.Start(Spec(path, OpenAiBody(r, UpstreamModel(r.model), config_.continuation), key->key, r.ledger_id));
   const auto wait_until =
       std::min(route_deadline, start + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(config_.first_byte_timeout_s + 1)));

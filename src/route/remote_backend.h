@@ -60,7 +60,8 @@ class RemoteBackend final : public serve::Backend {
   std::string UpstreamModel(const std::string& model) const;
 
  private:
-  HttpSpec Spec(const std::string& path, const std::string& body, const std::string& key) const;
+  HttpSpec Spec(const std::string& path, const std::string& body, const std::string& key,
+                const std::string& ledger_id = "") const;
 
   const UpstreamConfig config_;
   HttpClient& http_;

@@ -140,6 +140,7 @@ Result<Router::TargetTry> Router::TryTarget(const RouteConfig& route, const Targ
       return hold.error();
     }
     out.hold = std::move(*hold);
+    r.ledger_id = out.hold->id;
   }
   // Whatever fails below cost nothing: the hold goes back.
   auto release = [&] {

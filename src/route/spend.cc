@@ -85,7 +85,7 @@ std::string FormatMoney(int64_t micro) {
   char buf[48];
   const double v = Money(micro);
   // Cents where that is exact enough; more digits for tiny amounts.
-  std::snprintf(buf, sizeof buf, std::fabs(v) >= 1 || micro == 0 ? "%.2f" : "%.6f", v);
+  std::snprintf(buf, sizeof buf, std::fabs(v) >= 1 || micro == 0 ? "%.2f" : "%.4f", v);
   return buf;
 }
 
@@ -173,6 +173,10 @@ Result<std::shared_ptr<SpendHold>> Spend::Reserve(const std::string& route, cons
         std::lock_guard<std::mutex> lock(mu_);
         ++refusals_by_budget_[refused.budget];
       }
+      // The first refusal of a period is the cap's alert: the spend may stop
+      // short of 100% (the next worst case no longer fits), but from here
+      // on this budget's requests go local or are refused.
+      Alert(refused, -1, 1.0);
       Error e = MakeError(ErrorCode::kRateLimited,
                           "budget '" + refused.budget + "' is spent for " + (monthly ? "the month " : "the day ") +
                               refused.period.substr(2) + " (cap " + FormatMoney(refused.cap) +
@@ -264,21 +268,40 @@ void Spend::CheckAlerts(const std::vector<BudgetPeriod>& parts, const std::vecto
     const double share = static_cast<double>(spent[i]) / static_cast<double>(p.cap);
     std::vector<double> thresholds = b->thresholds;
     thresholds.push_back(1.0);  // the cap itself always alerts
-    for (double th : thresholds) {
-      if (share < th) continue;
-      const int permille = static_cast<int>(std::lround(th * 1000));
-      const std::string key = p.budget + "|" + p.period + "|" + std::to_string(permille);
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (!fired_.insert(key).second) continue;  // this process saw it already
-      }
-      auto first = ledger_->MarkAlert(p.budget, p.period, permille, Now());
-      if (!first || !*first) continue;  // another replica fired it (or the ledger is down)
+    for (double th : thresholds)
+      if (share >= th) Alert(p, spent[i], th);
+  }
+}
+
+// `spent` < 0: the cap refused a reservation (spent is read back for the message).
+void Spend::Alert(const BudgetPeriod& p, int64_t spent, double th) {
+  {
+    const int permille = static_cast<int>(std::lround(th * 1000));
+    const std::string key = p.budget + "|" + p.period + "|" + std::to_string(permille);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!fired_.insert(key).second) return;  // this process saw it already
+    }
+    auto first = ledger_->MarkAlert(p.budget, p.period, permille, Now());
+    if (!first || !*first) return;  // another replica fired it (or the ledger is down)
+    if (spent < 0) {
+      spent = 0;
+      if (auto u = ledger_->Usage({p.period}); u)
+        for (const BudgetUsage& x : *u)
+          if (x.budget == p.budget) spent = x.spent;
+    }
+    const double share = static_cast<double>(spent) / static_cast<double>(p.cap);
+    {
       const bool monthly = p.period.rfind("M:", 0) == 0;
       const char* window = monthly ? "monthly" : "daily";
-      std::fprintf(stderr, "[hone] ALERT budget '%s' %s %s reached %d%%: %s of %s spent\n", p.budget.c_str(),
-                   window, p.period.substr(2).c_str(), permille / 10, FormatMoney(spent[i]).c_str(),
-                   FormatMoney(p.cap).c_str());
+      if (permille >= 1000)
+        std::fprintf(stderr, "[hone] ALERT budget '%s' %s %s is spent: %s of %s; its requests now go local or are refused\n",
+                     p.budget.c_str(), window, p.period.substr(2).c_str(), FormatMoney(spent).c_str(),
+                     FormatMoney(p.cap).c_str());
+      else
+        std::fprintf(stderr, "[hone] ALERT budget '%s' %s %s reached %d%%: %s of %s spent\n", p.budget.c_str(),
+                     window, p.period.substr(2).c_str(), permille / 10, FormatMoney(spent).c_str(),
+                     FormatMoney(p.cap).c_str());
       {
         std::lock_guard<std::mutex> lock(mu_);
         char th_label[16];
@@ -286,9 +309,15 @@ void Spend::CheckAlerts(const std::vector<BudgetPeriod>& parts, const std::vecto
         ++alerts_by_budget_[Labels({{"budget", p.budget}, {"window", window}, {"threshold", th_label}})];
       }
       if (!config_.alert_webhook.empty()) {
-        json body = {{"type", "budget_threshold"}, {"budget", p.budget},       {"window", window},
-                     {"period", p.period.substr(2)}, {"threshold", th},          {"spent", Money(spent[i])},
-                     {"cap", Money(p.cap)},          {"share", share},           {"time", Now()}};
+        json body = {{"type", permille >= 1000 ? "budget_exhausted" : "budget_threshold"},
+                     {"budget", p.budget},
+                     {"window", window},
+                     {"period", p.period.substr(2)},
+                     {"threshold", th},
+                     {"spent", Money(spent)},
+                     {"cap", Money(p.cap)},
+                     {"share", share},
+                     {"time", Now()}};
         std::lock_guard<std::mutex> lock(hook_mu_);
         if (hook_queue_.size() < 1000) hook_queue_.push_back(body.dump());
         hook_cv_.notify_one();
@@ -337,11 +366,12 @@ void Spend::Tick() {
                  *freed);
 }
 
-std::string Spend::Json() {
+std::string Spend::Json(const std::string& for_month) {
   const double now = Now();
   const PeriodKeys keys = PeriodsAt(now);
-  json out = {{"month", keys.month}, {"day", keys.day}, {"timezone", config_.timezone}, {"ledger", ledger_->kind()}};
-  auto totals = ledger_->Totals(keys.month);
+  const std::string month = for_month.empty() ? keys.month : for_month;
+  json out = {{"month", month}, {"day", keys.day}, {"timezone", config_.timezone}, {"ledger", ledger_->kind()}};
+  auto totals = ledger_->Totals(month);
   auto group = [](const std::vector<SpendTotal>& v) {
     json a = json::array();
     for (const SpendTotal& t : v)
@@ -394,6 +424,11 @@ std::string Spend::Json() {
   }
   out["budgets"] = std::move(budgets);
   if (auto f = ledger_->InFlight(now); f) out["reservations_in_flight"] = {{"count", f->first}, {"amount", Money(f->second)}};
+  json held = json::array();
+  if (auto h = ledger_->HeldReservations(); h)
+    for (const Ledger::Held& r : *h)
+      held.push_back({{"id", r.id}, {"amount", Money(r.amount)}, {"expires_in_s", std::max(0.0, r.expires - now)}});
+  out["reservations"] = std::move(held);
   return out.dump();
 }
 
@@ -409,7 +444,9 @@ void Spend::RenderMetrics(std::string* out) {
                                          std::tuple{"daily", b.daily, "D:" + keys.day}}) {
       if (limit <= 0) continue;
       const BudgetUsage u = by[b.name + "|" + period];
-      const std::string l = "{" + BudgetLabels(b.name, window) + "}";
+      std::string l = "{";  // (built in steps: GCC 12 warns falsely on "{" + std::string&&)
+      l += BudgetLabels(b.name, window);
+      l += "}";
       cap += "hone:budget_cap" + l + " " + std::to_string(Money(limit)) + "\n";
       spent += "hone:budget_spent" + l + " " + std::to_string(Money(u.spent)) + "\n";
       reserved += "hone:budget_reserved" + l + " " + std::to_string(Money(u.reserved)) + "\n";

@@ -86,8 +86,9 @@ class Spend {
 
   // Frees expired reservations; called about once a second.
   void Tick();
-  // GET /hone/spend and `hone spend --json`: month-to-date totals, budgets.
-  std::string Json();
+  // GET /hone/spend and `hone spend --json`: a month's totals (default: this
+  // month's, to date), the budgets now, and the reservations held.
+  std::string Json(const std::string& month = "");
   void RenderMetrics(std::string* out);
 
  private:
@@ -95,6 +96,7 @@ class Spend {
   std::vector<BudgetPeriod> PartsFor(const std::string& upstream, const std::string& tenant,
                                      const PeriodKeys& keys) const;
   void CheckAlerts(const std::vector<BudgetPeriod>& parts, const std::vector<int64_t>& spent);
+  void Alert(const BudgetPeriod& p, int64_t spent, double threshold);
   void WebhookLoop();
 
   const SpendConfig config_;

@@ -4,11 +4,12 @@
 // timers only (no CPU), and on command:
 //   - answers a status (5xx, 429 with Retry-After, 401 for chosen keys),
 //   - delays the first byte, hangs, or drops a stream after N chunks,
-//   - logs every request it saw with its key and whether the client left.
+//   - logs every request it saw with its key, hone's ledger id (X-Hone-Request-Id),
+//     the usage it billed, whether it completed and whether the client left.
 // Control: POST /__script {default: Behaviour, queue: [Behaviour...]} (the
 // queue is used one per request first), GET /__log, POST /__reset.
 // Behaviour: {status, retry_after, ttft_ms, tokens_per_s, tokens, drop_after,
-//             hang, text, bad_keys: [..], limited_keys: [..],
+//             hang, text, bad_keys: [..], limited_keys: [..], no_usage (report no usage),
 //             tool_call: {name, arguments, index} (answer with that call, as OpenAI
 //             streams one; index: the call's number on the wire, 0 unless set)}
 // Start: `node fake_upstream.mjs [port]` prints {"port": N} on stdout.
@@ -41,7 +42,8 @@ export function startFakeUpstream(port = 0) {
       script = { default: { ...DEFAULT }, queue: [] };
       return res.end('{}');
     }
-    const entry = { id: ++seq, method: req.method, path: req.url, key, time: Date.now(), disconnected: false };
+    const entry = { id: ++seq, method: req.method, path: req.url, key, time: Date.now(), disconnected: false,
+                    hone_id: req.headers['x-hone-request-id'] || null };
     log.push(entry);
     if (req.method === 'GET' && req.url.endsWith('/models')) {
       res.setHeader('Content-Type', 'application/json');
@@ -83,6 +85,7 @@ export function startFakeUpstream(port = 0) {
     const created = Math.floor(Date.now() / 1000);
     const usage = { prompt_tokens: JSON.stringify(request.messages || []).length >> 2, completion_tokens: n };
     usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
+    entry.usage = b.no_usage ? null : usage;  // what this upstream bills
     // Below a millisecond no timer at all: a fast upstream costs no event-loop turns.
     const sleep = (ms) => (ms >= 1 ? new Promise((r) => setTimeout(r, ms)) : Promise.resolve());
     if (b.hang) {
@@ -112,7 +115,7 @@ export function startFakeUpstream(port = 0) {
       return res.end(JSON.stringify({
         id, object: 'chat.completion', created, model: request.model,
         choices: [{ index: 0, message: { role: 'assistant', content: pieces.join('') }, finish_reason: n < b.tokens ? 'length' : 'stop' }],
-        usage,
+        ...(b.no_usage ? {} : { usage }),
       }));
     }
     res.setHeader('Content-Type', 'text/event-stream');
@@ -130,8 +133,9 @@ export function startFakeUpstream(port = 0) {
       if (i + 1 < n) await sleep(1000 / b.tokens_per_s);
     }
     send(chunk({}, n < b.tokens ? 'length' : 'stop'));
-    if (request.stream_options?.include_usage) send({ id, object: 'chat.completion.chunk', created, model: request.model, choices: [], usage });
+    if (request.stream_options?.include_usage && !b.no_usage) send({ id, object: 'chat.completion.chunk', created, model: request.model, choices: [], usage });
     res.end('data: [DONE]\n\n');
+    entry.completed = true;
   });
   return new Promise((resolve) => {
     server.listen(port, '127.0.0.1', () => {
