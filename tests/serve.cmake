@@ -19,6 +19,14 @@ if(HONE_NODE)
   set_tests_properties(serve_node_clients PROPERTIES
     ENVIRONMENT "HONE_BINARY=$<TARGET_FILE:hone>;HONE_SHARED=${HONE_SHARED_DIR};HONE_TEST_TMP=${HONE_TEST_TMP};HONE_PEER_BIN_DIR=${HONE_PEER_BIN_DIR}"
     TIMEOUT 600)
+  # Budgets and the spend ledger, with a real PostgreSQL (the "pg" fixture).
+  add_test(NAME route_spend_node
+           COMMAND ${HONE_NODE} --test --test-concurrency=1 spend.spec.mjs
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/tests/node)
+  set_tests_properties(route_spend_node PROPERTIES
+    ENVIRONMENT "HONE_BINARY=$<TARGET_FILE:hone>;HONE_SHARED=${HONE_SHARED_DIR};HONE_TEST_TMP=${HONE_TEST_TMP}"
+    FIXTURES_REQUIRED pg
+    TIMEOUT 600)
 else()
   message(WARNING "serve: node not found; the client tests are not registered")
 endif()

@@ -30,9 +30,13 @@ export function modelsDir() {
 }
 
 // Resolves once the server prints its address. `env` adds HONE_* variables.
+let serverCount = 0;
 export async function startServer(args = [], env = {}) {
+  // A server that routes keeps a spend ledger: by default each test server's
+  // goes to its own folder under TMP, never to the user's ~/.local/state.
+  const state = path.join(TMP, `state-${process.pid}-${++serverCount}`);
   const proc = spawn(HONE, ['serve', '--port', '0', '--threads', '2', ...args], {
-    env: { ...process.env, ...env },
+    env: { ...process.env, XDG_STATE_HOME: state, ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let log = '';
