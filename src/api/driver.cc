@@ -179,6 +179,7 @@ HttpResponse Driver::Generate(const GenerationCodec& codec, const HttpRequest& r
   if (parsed->load_only) return LoadOnly(codec, parsed->request);
   parsed->request.cancelled = req.client_gone;
   parsed->request.tenant = req.tenant;
+  parsed->request.no_cache = req.no_cache;
   auto started = backend_.Start(parsed->request);
   if (!started) return codec.Fail(started.error());
   std::shared_ptr<serve::Completion> run = std::move(*started);
@@ -190,8 +191,12 @@ HttpResponse Driver::Generate(const GenerationCodec& codec, const HttpRequest& r
   answer->start = Clock::now();
   answer->include_usage = parsed->include_usage;
   answer->echo = std::move(parsed->echo);
-  if (!parsed->stream) return Collect(codec, *run, *answer, req.client_gone, req.server_stopping);
-  return Stream(codec, std::move(run), std::move(answer), req.client_gone, req.server_stopping);
+  const char* cache = run->cache_status();
+  HttpResponse res = parsed->stream
+                         ? Stream(codec, std::move(run), std::move(answer), req.client_gone, req.server_stopping)
+                         : Collect(codec, *run, *answer, req.client_gone, req.server_stopping);
+  if (cache) res.headers["X-Hone-Cache"] = cache;
+  return res;
 }
 
 HttpResponse Driver::LoadOnly(const GenerationCodec& codec, const serve::GenerationRequest& r) {

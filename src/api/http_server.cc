@@ -237,8 +237,16 @@ void HttpServer::Routes() {
   // cpp-httplib 0.11 leaves Request::local_port unset: use the bound port.
   auto route = [this](Fn fn) {
     return [this, fn](const httplib::Request& req, httplib::Response& res) {
-      HttpRequest r{req.method, req.path, req.body, t_request_id};
+      HttpRequest r;
+      r.method = req.method;
+      r.path = req.path;
+      r.body = req.body;
+      r.id = t_request_id;
       r.tenant = Tenant(req.get_header_value("Authorization"), req.get_header_value("x-api-key"));
+      const std::string cache_control = req.get_header_value("Cache-Control");
+      r.no_cache = cache_control.find("no-cache") != std::string::npos ||
+                   cache_control.find("no-store") != std::string::npos ||
+                   req.get_header_value("X-Hone-Cache") == "bypass";
       r.client_gone = ClientWatch(port_.load(), req.remote_port);
       r.server_stopping = [this] { return cut_off_.load(); };
       // In flight until the answer is written: a stream, until its writer ends.

@@ -18,6 +18,7 @@ struct HttpRequest {
   // The client key's fingerprint ("key-1a2b3c4d") on a server with keys, else
   // empty: budgets and the response cache are kept per tenant.
   std::string tenant;
+  bool no_cache = false;  // Cache-Control: no-cache / no-store, or X-Hone-Cache: bypass
   // True once the client has disconnected (see peer_watch.h); never null.
   std::function<bool()> client_gone = [] { return false; };
   // True once the server's drain deadline has passed: what still runs ends

@@ -1,5 +1,7 @@
 #include "route/config.h"
 
+#include "serve/config.h"
+
 #include <toml++/toml.h>
 
 #include <cmath>
@@ -180,6 +182,16 @@ Result<RouteConfig> ReadRoute(const toml::table& t, const std::string& where,
     if (n < 1) return Bad(at, "retry.max_attempts must be at least 1");
     r.retry.max_attempts = static_cast<int>(n);
   }
+  std::string cache = "deterministic";
+  if (Status s = Get(t, "cache", at, &cache); !s) return s.error();
+  if (cache == "deterministic")
+    r.cache = RouteConfig::CacheMode::kDeterministic;
+  else if (cache == "all")
+    r.cache = RouteConfig::CacheMode::kAll;
+  else if (cache == "off")
+    r.cache = RouteConfig::CacheMode::kOff;
+  else
+    return Bad(at, "cache must be deterministic, all or off, not '" + cache + "'");
   std::string on_budget = "local_only";
   if (Status s = Get(t, "on_budget_exceeded", at, &on_budget); !s) return s.error();
   if (on_budget == "local_only")
@@ -355,6 +367,25 @@ Result<RouterConfig> ParseRouterConfig(const std::string& text, const std::strin
     }
   }
   if (Status s = ReadSpend(t, origin, names, getenv, &c.spend); !s) return s.error();
+  if (const toml::table* ct = t["cache"].as_table()) {
+    const std::string at = "config " + origin + ": [cache]";
+    c.cache.enabled = true;
+    if (Status s = Get(*ct, "enabled", at, &c.cache.enabled); !s) return s.error();
+    if (Status s = GetSeconds(*ct, "ttl", at, &c.cache.ttl_s); !s) return s.error();
+    if (const toml::node* n = ct->get("max_bytes")) {
+      if (auto i = n->value<int64_t>()) {
+        if (*i < 1) return Bad(at, "max_bytes must be positive");
+        c.cache.max_bytes = static_cast<uint64_t>(*i);
+      } else if (auto str = n->value<std::string>()) {
+        auto b = serve::ParseBytes(*str);
+        if (!b) return Bad(at, "max_bytes: " + b.error().message);
+        c.cache.max_bytes = *b;
+      } else {
+        return Bad(at, "max_bytes must be a size like \"64M\"");
+      }
+    }
+    if (c.cache.ttl_s <= 0) return Bad(at, "ttl must be more than 0");
+  }
   return c;
 }
 

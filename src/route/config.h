@@ -75,6 +75,17 @@ struct RouteConfig {
   // (the local targets still serve) or refuse the request with 429.
   enum class OnBudget { kLocalOnly, kRefuse };
   OnBudget on_budget = OnBudget::kLocalOnly;
+  // With a [cache] table: which of this route's requests the response cache
+  // serves. kDeterministic: temperature 0 or a fixed seed.
+  enum class CacheMode { kOff, kDeterministic, kAll };
+  CacheMode cache = CacheMode::kDeterministic;
+};
+
+// [cache]: the exact-match response cache (response_cache.h). Off without the table.
+struct CacheConfig {
+  bool enabled = false;
+  uint64_t max_bytes = 64ull << 20;
+  double ttl_s = 600;
 };
 
 // A spending cap. Money is in the prices' currency; caps are kept as int64
@@ -107,6 +118,7 @@ struct RouterConfig {
   std::vector<UpstreamConfig> upstreams;
   std::vector<RouteConfig> routes;
   SpendConfig spend;
+  CacheConfig cache;
   bool empty() const { return upstreams.empty() && routes.empty(); }
 };
 

@@ -24,6 +24,7 @@ inline constexpr const char* kTtft = "hone:route_time_to_first_token_seconds";  
 inline constexpr const char* kLatency = "hone:route_request_latency_seconds";   // route, target
 // Predicted minus actual time to first token of local requests, seconds.
 inline constexpr const char* kTtftError = "hone:route_ttft_prediction_error_seconds";  // route
+inline constexpr const char* kCache = "hone:cache_requests_total";  // route, result (hit, miss)
 }  // namespace series
 
 // {"route", "support"}, {"target", "local:qwen"} -> route="support",target="local:qwen"

@@ -53,6 +53,7 @@ bool Stoppable(const Error& e) {
 
 Router::Router(RouterConfig config, serve::LocalBackend& local, std::unique_ptr<Spend> spend)
     : local_(local), spend_(std::move(spend)), rng_(std::random_device{}()) {
+  if (config.cache.enabled) cache_ = std::make_unique<ResponseCache>(config.cache.max_bytes, config.cache.ttl_s);
   for (UpstreamConfig& u : config.upstreams) {
     std::string name = u.name;
     upstreams_[name] = std::make_unique<RemoteBackend>(std::move(u), http_);
@@ -248,6 +249,28 @@ void Router::SettleSpend(SpendHold& hold, const serve::GenerationRequest& r, ser
 Result<std::unique_ptr<serve::Completion>> Router::Start(const serve::GenerationRequest& r) {
   RouteState* st = Find(r.model);
   if (!st) return local_.Start(r);  // not a route: a local model, as without a router
+  const RouteConfig::CacheMode mode = st->config.cache;
+  const bool cacheable = cache_ && !r.no_cache && mode != RouteConfig::CacheMode::kOff &&
+                         (mode == RouteConfig::CacheMode::kAll || Deterministic(r));
+  if (!cacheable) return StartRoute(st, r);
+  const std::string key = CacheKey(r);
+  if (key.empty()) return StartRoute(st, r);
+  if (auto hit = cache_->Get(key)) {
+    ++st->requests;
+    ++st->cache_hits;
+    metrics_.Add(series::kCache, Labels({{"route", st->config.name}, {"result", "hit"}}));
+    return std::unique_ptr<serve::Completion>(
+        std::make_unique<CachedCompletion>(std::move(hit), "route=" + st->config.name + " cache=hit"));
+  }
+  ++st->cache_misses;
+  metrics_.Add(series::kCache, Labels({{"route", st->config.name}, {"result", "miss"}}));
+  auto started = StartRoute(st, r);
+  if (!started) return started;
+  return std::unique_ptr<serve::Completion>(
+      std::make_unique<RecordingCompletion>(std::move(*started), cache_.get(), key));
+}
+
+Result<std::unique_ptr<serve::Completion>> Router::StartRoute(RouteState* st, const serve::GenerationRequest& r) {
   const RouteConfig& route = st->config;
   ++st->requests;
   const auto start = Clock::now();
@@ -487,20 +510,44 @@ std::string Router::RoutesJson() const {
       }
       targets.push_back(tj);
     }
+    json cache = {{"mode", st.config.cache == RouteConfig::CacheMode::kOff   ? "off"
+                           : st.config.cache == RouteConfig::CacheMode::kAll ? "all"
+                                                                             : "deterministic"},
+                   {"enabled", cache_ != nullptr},
+                   {"hits", st.cache_hits.load()},
+                   {"misses", st.cache_misses.load()},
+                   {"hit_rate", st.cache_hits + st.cache_misses
+                                    ? double(st.cache_hits) / double(st.cache_hits + st.cache_misses)
+                                    : 0.0}};
     routes.push_back({{"name", name},
                       {"policy", PolicyName(st.config.policy)},
+                      {"cache", cache},
                       {"ttft_slo_s", st.config.ttft_slo_s},
                       {"requests", st.requests.load()},
                       {"overflowed", st.overflowed.load()},
                       {"overflow_rate", st.requests ? double(st.overflowed) / st.requests : 0.0},
                       {"targets", targets}});
   }
-  return json{{"routes", routes}, {"overflow_rate", total ? double(overflowed) / total : 0.0}}.dump(2);
+  json out = {{"routes", routes}, {"overflow_rate", total ? double(overflowed) / total : 0.0}};
+  if (cache_) {
+    const ResponseCache::Stats s = cache_->stats();
+    out["cache"] = {{"entries", s.entries}, {"bytes", s.bytes},       {"max_bytes", cache_->max_bytes()},
+                    {"ttl_s", cache_->ttl_s()}, {"hits", s.hits},     {"misses", s.misses},
+                    {"stores", s.stores},   {"evictions", s.evictions}, {"expired", s.expired},
+                    {"hit_rate", s.hits + s.misses ? double(s.hits) / double(s.hits + s.misses) : 0.0}};
+  }
+  return out.dump(2);
 }
 
 void Router::RenderMetrics(std::string* out) const {
   metrics_.Render(out);
   if (spend_) spend_->RenderMetrics(out);
+  if (cache_) {
+    const ResponseCache::Stats s = cache_->stats();
+    *out += "# TYPE hone:cache_bytes gauge\nhone:cache_bytes " + std::to_string(s.bytes) + "\n";
+    *out += "# TYPE hone:cache_entries gauge\nhone:cache_entries " + std::to_string(s.entries) + "\n";
+    *out += "# TYPE hone:cache_evictions_total counter\nhone:cache_evictions_total " + std::to_string(s.evictions) + "\n";
+  }
   *out += "# TYPE hone:route_breaker_state gauge\n";
   for (const auto& [name, up] : upstreams_) {
     const BreakerState s = up->breaker().state();

@@ -31,6 +31,7 @@
 #include "route/config.h"
 #include "route/http_client.h"
 #include "route/remote_backend.h"
+#include "route/response_cache.h"
 #include "route/route_metrics.h"
 #include "route/spend.h"
 #include "serve/backend.h"
@@ -98,11 +99,15 @@ class Router final : public serve::Backend {
     RouteConfig config;
     std::atomic<long> requests{0};
     std::atomic<long> overflowed{0};
+    std::atomic<long> cache_hits{0};
+    std::atomic<long> cache_misses{0};
     // Held from a local forecast until that request is in the scheduler's
     // queue: a burst of requests must not all read the same empty queue.
     std::mutex admit_mu;
   };
   RouteState* Find(const std::string& name) const;
+  // Start without the response cache: the route's targets in policy order.
+  Result<std::unique_ptr<serve::Completion>> StartRoute(RouteState* st, const serve::GenerationRequest& r);
   RemoteBackend* Upstream(const std::string& name) const;
   std::vector<size_t> Order(const RouteConfig& r);
   serve::GenerationRequest ForTarget(const serve::GenerationRequest& r, const Target& t) const;
@@ -110,6 +115,7 @@ class Router final : public serve::Backend {
 
   serve::LocalBackend& local_;
   std::unique_ptr<Spend> spend_;  // null: no ledger
+  std::unique_ptr<ResponseCache> cache_;  // null: no [cache]
   HttpClient http_;
   std::map<std::string, std::unique_ptr<RemoteBackend>> upstreams_;  // fixed after construction
   std::map<std::string, std::unique_ptr<RouteState>> routes_;        // fixed after construction

@@ -114,6 +114,9 @@ struct GenerationRequest {
   // The spend ledger's id for this request at this target (set by the
   // router); an upstream receives it as X-Hone-Request-Id.
   std::string ledger_id;
+  // The client asked to skip the response cache (Cache-Control: no-cache or
+  // no-store, or X-Hone-Cache: bypass): neither read nor written.
+  bool no_cache = false;
 };
 
 struct Usage {
@@ -196,6 +199,8 @@ class Completion {
   virtual size_t choices() const = 0;
   virtual const std::string& model() const = 0;  // the canonical name that serves it
   virtual double load_seconds() const = 0;       // > 0 when this request paid for a load
+  // "hit" or "miss" when a response cache was asked (X-Hone-Cache); null otherwise.
+  virtual const char* cache_status() const { return nullptr; }
 };
 
 struct EmbeddingRequest {
