@@ -211,6 +211,8 @@ Result<ParsedGeneration> MessagesCodec::Parse(const json& j) const {
   if (auto v = GetInt32(j, "top_k", &err)) s.top_k = *v;
   auto max_tokens = GetInt(j, "max_tokens", &err);
   if (auto v = GetStrings(j, "stop_sequences", &err)) r.stop = *v;
+  if (j.contains("metadata") && j["metadata"].is_object())
+    if (auto v = GetString(j["metadata"], "user_id", &err)) r.user = v->substr(0, 256);
   if (auto v = GetBool(j, "stream", &err)) p.stream = *v;
   if (!err.ok()) return err.error();
   if (!max_tokens) return BadRequest("'max_tokens' is required");

@@ -288,6 +288,27 @@ void HttpServer::Routes() {
     }
     res.set_content(spend_json_(), "application/json");
   });
+  s.Post("/hone/routes/canary", [this](const httplib::Request& req, httplib::Response& res) {
+    const ApiFlavor flavor = FlavorOf(req.path);
+    std::string route, action;
+    try {
+      const auto j = nlohmann::json::parse(req.body);
+      if (j.contains("route") && j["route"].is_string()) route = j["route"].get<std::string>();
+      if (j.contains("action") && j["action"].is_string()) action = j["action"].get<std::string>();
+    } catch (const std::exception&) {
+      return Apply(ErrorResponse(MakeError(ErrorCode::kInvalidArgument, "the body must be JSON"), flavor), res);
+    }
+    if (route.empty() || action.empty())
+      return Apply(ErrorResponse(MakeError(ErrorCode::kInvalidArgument,
+                                           "send {\"route\": NAME, \"action\": \"status|promote|rollback\"}"),
+                                 flavor),
+                   res);
+    if (!canary_control_)
+      return Apply(ErrorResponse(MakeError(ErrorCode::kNotFound, "this server has no routes"), flavor), res);
+    auto out = canary_control_(route, action);
+    if (!out) return Apply(ErrorResponse(out.error(), flavor), res);
+    res.set_content(*out, "application/json");
+  });
   Driver& d = driver_;
   auto generate = [&d](const GenerationCodec& c) {
     return [&d, &c](const HttpRequest& r) { return d.Generate(c, r); };

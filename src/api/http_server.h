@@ -53,6 +53,9 @@ class HttpServer {
   }
   // GET /hone/spend answers spend_json() (set before Run; unset: 404).
   void SetSpendView(std::function<std::string()> spend_json) { spend_json_ = std::move(spend_json); }
+  // POST /hone/routes/canary {"route": ..., "action": "status|promote|rollback"}.
+  using CanaryControl = std::function<Result<std::string>(const std::string& route, const std::string& action)>;
+  void SetCanaryControl(CanaryControl f) { canary_control_ = std::move(f); }
 
  private:
   void Routes();
@@ -82,6 +85,7 @@ class HttpServer {
   std::function<std::string()> routes_json_;          // set before Run, then read only
   std::function<void(std::string*)> router_metrics_;  // set before Run, then read only
   std::function<std::string()> spend_json_;           // set before Run, then read only
+  CanaryControl canary_control_;                      // set before Run, then read only
 };
 
 }  // namespace hone::api

@@ -21,6 +21,7 @@ Status ParseCommon(const json& j, ParsedGeneration* p) {
   if (auto v = GetInt32(j, "max_tokens", &err)) r.max_tokens = *v;
   if (auto v = GetInt32(j, "max_completion_tokens", &err)) r.max_tokens = *v;
   if (auto v = GetStrings(j, "stop", &err)) r.stop = *v;
+  if (auto v = GetString(j, "user", &err)) r.user = v->substr(0, 256);
   if (auto v = GetBool(j, "stream", &err)) p->stream = *v;
   if (auto v = GetInt(j, "n", &err); v && *v != 1) err = BadRequest("only n = 1 is supported");
   if (j.contains("stream_options") && j["stream_options"].is_object()) {

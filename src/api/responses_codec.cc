@@ -270,6 +270,7 @@ Result<ParsedGeneration> ResponsesCodec::Parse(const json& j) const {
   auto max_output = GetInt(j, "max_output_tokens", &err);
   if (auto v = GetBool(j, "stream", &err)) p.stream = *v;
   if (auto v = GetBool(j, "parallel_tool_calls", &err)) r.parallel_tool_calls = *v;
+  if (auto v = GetString(j, "user", &err)) r.user = v->substr(0, 256);
   auto instructions = GetString(j, "instructions", &err);
   if (!err.ok()) return err.error();
   if (max_output) {

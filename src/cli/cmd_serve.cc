@@ -122,12 +122,17 @@ int Serve(const ServeArgs& a) {
         if (t.local() && !registry->Resolve(t.model))
           return Fail("route '" + r.name + "': target " + t.Label() + " is not in the model registry", 2);
       }
+      if (r.canary && r.canary->target.local() && !registry->Resolve(r.canary->target.model))
+        return Fail("route '" + r.name + "': canary target " + r.canary->target.Label() +
+                        " is not in the model registry", 2);
     }
     if (!rc->empty()) {
       // The spend ledger, wherever there is an upstream to pay (a route over
-      // local models only costs nothing and writes nothing).
+      // local models only costs nothing and writes nothing) or a canary whose
+      // state must survive a restart.
       std::unique_ptr<route::Spend> spend;
-      if (!rc->upstreams.empty()) {
+      const bool canary = std::any_of(rc->routes.begin(), rc->routes.end(), [](auto& r) { return r.canary.has_value(); });
+      if (!rc->upstreams.empty() || canary) {
         if (Status tz = route::SetLedgerTimeZone(rc->spend.timezone); !tz) return Fail(tz.error().ToString(), 2);
         const std::string state_dir = c.state_dir.empty() ? serve::DefaultStateDir() : c.state_dir;
         auto opened = route::Spend::Open(rc->spend, state_dir);
@@ -143,6 +148,8 @@ int Serve(const ServeArgs& a) {
     server.SetRouterViews([&router] { return router->RoutesJson(); },
                           [&router](std::string* out) { router->RenderMetrics(out); });
     if (router->spend()) server.SetSpendView([&router] { return router->spend()->Json(); });
+    server.SetCanaryControl(
+        [&router](const std::string& route, const std::string& action) { return router->CanaryCommand(route, action); });
     router->WatchReload(&g_reload, [config_file] {
       return route::LoadRouterConfig(config_file, [](const char* n) { return std::getenv(n); });
     });

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,18 @@ struct Target {
   std::string Label() const { return upstream + ":" + model; }
 };
 
+// A gray release on a route (canary.h): a candidate target beside the route's
+// own, given a growing share of conversations, judged step by step.
+struct CanaryConfig {
+  Target target;
+  std::vector<double> steps = {5, 25, 50, 100};  // percent of new conversations
+  double hold_s = 600;                            // the least time at a step
+  int min_requests = 200;                         // candidate requests a step needs to be judged
+  double max_p99_ratio = 1.25;                    // candidate P99 (TTFT, total) over baseline's
+  double max_error_rate = 0.02;
+  bool shadow = false;  // first mirror steps[0]% to the candidate for one hold, answers discarded
+};
+
 struct RouteConfig {
   std::string name;
   std::vector<Target> targets;
@@ -79,6 +92,7 @@ struct RouteConfig {
   // serves. kDeterministic: temperature 0 or a fixed seed.
   enum class CacheMode { kOff, kDeterministic, kAll };
   CacheMode cache = CacheMode::kDeterministic;
+  std::optional<CanaryConfig> canary;
 };
 
 // [cache]: the exact-match response cache (response_cache.h). Off without the table.

@@ -18,6 +18,8 @@ constexpr const char* kSchema[] = {
     " completion_tokens BIGINT NOT NULL, cost BIGINT NOT NULL, estimated BIGINT NOT NULL,"
     " outcome TEXT NOT NULL)",
     "CREATE INDEX IF NOT EXISTS ledger_month ON ledger (month)",
+    "CREATE TABLE IF NOT EXISTS canaries (route TEXT PRIMARY KEY, target TEXT NOT NULL, state TEXT NOT NULL,"
+    " step BIGINT NOT NULL, step_started_ms BIGINT NOT NULL, reason TEXT NOT NULL, updated_ms BIGINT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS alerts (budget TEXT NOT NULL, period TEXT NOT NULL, permille BIGINT NOT NULL,"
     " time_ms BIGINT NOT NULL, PRIMARY KEY (budget, period, permille))",
 };
@@ -218,6 +220,27 @@ Result<std::vector<LedgerEntry>> Ledger::Entries(const std::string& month) {
     out.push_back(std::move(e));
   }
   return out;
+}
+
+Status Ledger::SaveCanary(const CanaryRow& c, double now) {
+  auto r = conn_->Exec(
+      "INSERT INTO canaries (route, target, state, step, step_started_ms, reason, updated_ms)"
+      " VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (route) DO UPDATE SET target = excluded.target,"
+      " state = excluded.state, step = excluded.step, step_started_ms = excluded.step_started_ms,"
+      " reason = excluded.reason, updated_ms = excluded.updated_ms",
+      {c.route, c.target, c.state, c.step, Ms(c.step_started), c.reason, Ms(now)});
+  if (!r) return r.error();
+  return Status::Ok();
+}
+
+Result<std::optional<Ledger::CanaryRow>> Ledger::LoadCanary(const std::string& route) {
+  auto rows = conn_->Exec("SELECT route, target, state, step, step_started_ms, reason FROM canaries WHERE route = $1",
+                          {route});
+  if (!rows) return rows.error();
+  if (rows->empty()) return std::optional<CanaryRow>();
+  const SqlRow& r = (*rows)[0];
+  CanaryRow c{*r[0], *r[1], *r[2], *r[5], Int(r[3]), Int(r[4]) / 1000.0};
+  return std::optional<CanaryRow>(c);
 }
 
 Result<std::vector<Ledger::Held>> Ledger::HeldReservations() {

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -100,6 +101,14 @@ class Ledger {
   };
   // Every reservation still held, expired or not (the oldest first).
   Result<std::vector<Held>> HeldReservations();
+  // A route's gray release, kept across restarts (canary.h).
+  struct CanaryRow {
+    std::string route, target, state, reason;
+    int64_t step = 0;
+    double step_started = 0;  // unix seconds
+  };
+  Status SaveCanary(const CanaryRow& row, double now);
+  Result<std::optional<CanaryRow>> LoadCanary(const std::string& route);
   const char* kind() const { return conn_->kind(); }
 
  private:

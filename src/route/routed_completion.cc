@@ -21,7 +21,15 @@ RoutedCompletion::RoutedCompletion(Router* router, const RouteConfig* route, ser
       start_(start),
       note_(std::move(note)) {}
 
+void RoutedCompletion::ReportEnd(bool error) {
+  if (end_reported_ || !on_end_) return;
+  end_reported_ = true;
+  if (cancelled_) return;  // the client left: says nothing about the target
+  on_end_(ttft_s_, std::chrono::duration<double>(Clock::now() - start_).count(), error, target_);
+}
+
 RoutedCompletion::~RoutedCompletion() {
+  ReportEnd(true);
   if (hold_ && !hold_->done) {
     usage_.estimated = true;  // the rest of the answer was never read
     router_->SettleSpend(*hold_, request_, usage_, outcome_.empty() ? "dropped" : outcome_);
@@ -41,6 +49,7 @@ serve::CompletionEvent RoutedCompletion::Next(Clock::time_point deadline) {
       if (!first_text_seen_) {
         first_text_seen_ = true;
         const double ttft = std::chrono::duration<double>(Clock::now() - start_).count();
+        ttft_s_ = ttft;
         router_->metrics().Observe(series::kTtft, labels, ttft);
         if (predicted_ttft_s_)
           router_->metrics().Observe(series::kTtftError, Labels({{"route", route_->name}}),
@@ -53,6 +62,7 @@ serve::CompletionEvent RoutedCompletion::Next(Clock::time_point deadline) {
     if (e.kind == Kind::kDone && hold_) {
       router_->SettleSpend(*hold_, request_, usage_, outcome_.empty() ? "ok" : outcome_);
     }
+    if (e.kind == Kind::kDone) ReportEnd(any_error_);
     if (e.kind != Kind::kChoiceEnd) return e;
     serve::ChoiceResult& r = e.result;
     const bool broke =
@@ -83,6 +93,7 @@ serve::CompletionEvent RoutedCompletion::Next(Clock::time_point deadline) {
       note_ += " stream_failed";
     }
     usage_ += r.usage;
+    if (r.error && r.finish != serve::FinishReason::kCancelled) any_error_ = true;
     if (outcome_.empty() && (r.error || r.finish == serve::FinishReason::kCancelled))
       outcome_ = r.error ? std::string(serve::FinishReasonName(r.finish)) + ": " + r.error->message
                          : std::string(serve::FinishReasonName(r.finish));

@@ -13,7 +13,9 @@
 // Every recovery and every failure is counted and logged.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,11 @@ class RoutedCompletion final : public serve::Completion {
                    std::string note);
   // Settles whatever the answer cost if it was dropped before its end.
   ~RoutedCompletion() override;
+  // Called once when the answer ends (or is dropped unfinished, as an error;
+  // not when the client cancelled): its TTFT, total seconds, whether it
+  // failed, and the index of the target that served it. The canary's numbers.
+  using OnEnd = AnswerEnd;
+  void SetOnEnd(OnEnd f) { on_end_ = std::move(f); }
   serve::CompletionEvent Next(serve::Clock::time_point deadline) override;
   void Cancel() override;
   size_t choices() const override { return inner_->choices(); }
@@ -55,6 +62,11 @@ class RoutedCompletion final : public serve::Completion {
   int earlier_completion_tokens_ = 0;  // from targets that broke
   bool first_text_seen_ = false;
   std::atomic<bool> cancelled_{false};
+  OnEnd on_end_;
+  bool end_reported_ = false;
+  bool any_error_ = false;
+  std::optional<double> ttft_s_;
+  void ReportEnd(bool error);
 };
 
 }  // namespace hone::route

@@ -44,6 +44,10 @@ std::string PromptText(const serve::GenerationRequest& r) {
   return text;
 }
 
+double UnixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 bool Stoppable(const Error& e) {
   // The request itself is wrong, or names nothing: no other target will do better.
   return e.code == ErrorCode::kInvalidArgument || e.code == ErrorCode::kNotFound;
@@ -58,15 +62,28 @@ Router::Router(RouterConfig config, serve::LocalBackend& local, std::unique_ptr<
     std::string name = u.name;
     upstreams_[name] = std::make_unique<RemoteBackend>(std::move(u), http_);
   }
+  const double now_unix =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   for (RouteConfig& r : config.routes) {
     route_order_.push_back(r.name);
     auto st = std::make_unique<RouteState>();
+    if (r.canary) {
+      st->canary = std::make_unique<Canary>(r.name, *r.canary, spend_ ? &spend_->ledger() : nullptr, now_unix);
+      st->candidate_route = std::make_unique<RouteConfig>(r);
+      st->candidate_route->targets.insert(st->candidate_route->targets.begin(), r.canary->target);
+      st->candidate_route->policy = Policy::kFailover;
+      st->shadow_route = std::make_unique<RouteConfig>(r);
+      st->shadow_route->targets = {r.canary->target};
+      st->shadow_route->policy = Policy::kFailover;
+    }
     st->config = std::move(r);
     routes_[route_order_.back()] = std::move(st);
   }
 }
 
 Router::~Router() {
+  shadows_stop_ = true;
+  while (shadows_in_flight_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   {
     std::lock_guard<std::mutex> lock(health_mu_);
     stopping_ = true;
@@ -249,12 +266,44 @@ void Router::SettleSpend(SpendHold& hold, const serve::GenerationRequest& r, ser
 Result<std::unique_ptr<serve::Completion>> Router::Start(const serve::GenerationRequest& r) {
   RouteState* st = Find(r.model);
   if (!st) return local_.Start(r);  // not a route: a local model, as without a router
+  // A canary picks the arm first: the cache is kept per arm too.
+  const RouteConfig* route = &st->config;
+  AnswerEnd on_end;
+  std::string arm_key;
+  if (st->canary) {
+    const auto arm = st->canary->Pick(ConversationKey(r), UnixNow());
+    Canary* canary = st->canary.get();
+    const bool candidate = arm == Canary::Arm::kCandidate;
+    if (candidate) route = st->candidate_route.get();
+    arm_key = candidate ? "|candidate" : "|baseline";
+    // A candidate answer served by any other target is the candidate's failure.
+    on_end = [canary, candidate](std::optional<double> ttft, double total, bool error, size_t target) {
+      canary->Record(candidate, ttft, total, error || (candidate && target != 0));
+    };
+    if (arm == Canary::Arm::kShadow) {
+      StartShadow(st, r);
+      on_end = [canary](std::optional<double> ttft, double total, bool error, size_t) {
+        canary->Record(false, ttft, total, error);
+      };
+    }
+  }
+  auto start = [&]() -> Result<std::unique_ptr<serve::Completion>> {
+    auto c = StartRoute(st, *route, r, on_end);
+    // A refusal that is the request's own (bad, unknown, over budget, client
+    // gone) says nothing about the arm; the rest is the arm failing.
+    const ErrorCode code = c ? ErrorCode::kInternal : c.error().code;
+    if (!c && on_end && code != ErrorCode::kAborted && code != ErrorCode::kInvalidArgument &&
+        code != ErrorCode::kNotFound && code != ErrorCode::kRateLimited)
+      on_end(std::nullopt, 0, true, 0);
+    return c;
+  };
   const RouteConfig::CacheMode mode = st->config.cache;
   const bool cacheable = cache_ && !r.no_cache && mode != RouteConfig::CacheMode::kOff &&
                          (mode == RouteConfig::CacheMode::kAll || Deterministic(r));
-  if (!cacheable) return StartRoute(st, r);
-  const std::string key = CacheKey(r);
-  if (key.empty()) return StartRoute(st, r);
+  if (!cacheable) return start();
+  std::string key = CacheKey(r);
+  if (key.empty()) return start();
+  key += arm_key;
   if (auto hit = cache_->Get(key)) {
     ++st->requests;
     ++st->cache_hits;
@@ -264,15 +313,46 @@ Result<std::unique_ptr<serve::Completion>> Router::Start(const serve::Generation
   }
   ++st->cache_misses;
   metrics_.Add(series::kCache, Labels({{"route", st->config.name}, {"result", "miss"}}));
-  auto started = StartRoute(st, r);
+  auto started = start();
   if (!started) return started;
   return std::unique_ptr<serve::Completion>(
       std::make_unique<RecordingCompletion>(std::move(*started), cache_.get(), key));
 }
 
-Result<std::unique_ptr<serve::Completion>> Router::StartRoute(RouteState* st, const serve::GenerationRequest& r) {
-  const RouteConfig& route = st->config;
-  ++st->requests;
+void Router::StartShadow(RouteState* st, const serve::GenerationRequest& r) {
+  // At most a few copies at once: a slow candidate must not pile up threads.
+  if (shadows_in_flight_.fetch_add(1) >= 8) {
+    --shadows_in_flight_;
+    return;
+  }
+  serve::GenerationRequest copy = r;
+  copy.cancelled = [this] { return shadows_stop_.load(); };
+  copy.no_cache = true;
+  std::thread([this, st, copy = std::move(copy)] {
+    Canary* canary = st->canary.get();
+    AnswerEnd on_end = [canary](std::optional<double> ttft, double total, bool error, size_t) {
+      canary->Record(true, ttft, total, error);
+    };
+    auto c = StartRoute(st, *st->shadow_route, copy, on_end, /*count=*/false);
+    if (!c) {
+      if (c.error().code != ErrorCode::kAborted) on_end(std::nullopt, 0, true, 0);
+    } else {
+      // Read to the end and discard: only the numbers count.
+      for (;;) {
+        if (shadows_stop_) (*c)->Cancel();
+        if ((*c)->Next(Clock::now() + std::chrono::milliseconds(100)).kind == serve::CompletionEvent::Kind::kDone)
+          break;
+      }
+    }
+    c = MakeError(ErrorCode::kAborted, "done");  // ends the completion before the count drops
+    --shadows_in_flight_;
+  }).detach();
+}
+
+Result<std::unique_ptr<serve::Completion>> Router::StartRoute(RouteState* st, const RouteConfig& route,
+                                                              const serve::GenerationRequest& r, AnswerEnd on_end,
+                                                              bool count) {
+  if (count) ++st->requests;
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::duration_cast<Clock::duration>(Dur(route.retry.deadline_s));
   std::vector<size_t> order = Order(route);
@@ -294,8 +374,9 @@ Result<std::unique_ptr<serve::Completion>> Router::StartRoute(RouteState* st, co
     std::vector<size_t> rest;
     for (size_t j : order)
       if (j != i) rest.push_back(j);
-    return std::make_unique<RoutedCompletion>(this, &route, r, i, std::move(rest), std::move(tt), start,
-                                              note);
+    auto rc = std::make_unique<RoutedCompletion>(this, &route, r, i, std::move(rest), std::move(tt), start, note);
+    if (on_end) rc->SetOnEnd(on_end);
+    return rc;
   };
   for (size_t pos = 0; pos < order.size(); ++pos) {
     const size_t i = order[pos];
@@ -314,7 +395,7 @@ Result<std::unique_ptr<serve::Completion>> Router::StartRoute(RouteState* st, co
         why = f.loaded ? "ttft_slo" : "cold_model";
       if (!why.empty()) {
         overflow = why;
-        ++st->overflowed;
+        if (count) ++st->overflowed;
         metrics_.Add(series::kOverflow, Labels({{"route", route.name}, {"reason", why}}));
         deferred.push_back(i);
         continue;
@@ -431,7 +512,8 @@ void Router::WatchReload(std::atomic<bool>* pending, std::function<Result<Router
 }
 
 void Router::StartHealthChecks() {
-  if ((upstreams_.empty() && !spend_) || health_.joinable()) return;
+  const bool canaries = std::any_of(routes_.begin(), routes_.end(), [](auto& kv) { return kv.second->canary != nullptr; });
+  if ((upstreams_.empty() && !spend_ && !canaries) || health_.joinable()) return;
   health_ = std::thread([this] { HealthLoop(); });
 }
 
@@ -446,6 +528,8 @@ void Router::HealthLoop() {
       spend_->Tick();  // frees reservations that processes which died left behind
       lock.lock();
     }
+    for (auto& [name, st] : routes_)
+      if (st->canary) st->canary->Tick(UnixNow());  // judges each gray release's step
     if (reload_pending_ && reload_pending_->exchange(false)) {
       lock.unlock();
       auto fresh = reload_load_();
@@ -522,6 +606,7 @@ std::string Router::RoutesJson() const {
     routes.push_back({{"name", name},
                       {"policy", PolicyName(st.config.policy)},
                       {"cache", cache},
+                      {"canary", st.canary ? st.canary->Json(UnixNow()) : json(nullptr)},
                       {"ttft_slo_s", st.config.ttft_slo_s},
                       {"requests", st.requests.load()},
                       {"overflowed", st.overflowed.load()},
@@ -542,6 +627,13 @@ std::string Router::RoutesJson() const {
 void Router::RenderMetrics(std::string* out) const {
   metrics_.Render(out);
   if (spend_) spend_->RenderMetrics(out);
+  std::string canaries;
+  for (const std::string& name : route_order_)
+    if (const RouteState& st = *routes_.at(name); st.canary) st.canary->RenderMetrics(&canaries);
+  if (!canaries.empty())
+    *out += "# TYPE hone:canary_percent gauge\n# TYPE hone:canary_state gauge\n"
+            "# TYPE hone:canary_answers_total counter\n# TYPE hone:canary_decisions_total counter\n"
+            "# TYPE hone:canary_window_p99_seconds gauge\n" + canaries;
   if (cache_) {
     const ResponseCache::Stats s = cache_->stats();
     *out += "# TYPE hone:cache_bytes gauge\nhone:cache_bytes " + std::to_string(s.bytes) + "\n";
@@ -566,6 +658,23 @@ void Router::RenderMetrics(std::string* out) const {
     for (const KeyView& k : up->keys().Snapshot())
       *out += "hone:route_key_healthy{" + Labels({{"upstream", name}, {"key", k.fingerprint}}) + "} " +
               (k.health == KeyHealth::kOk ? "1" : "0") + "\n";
+}
+
+Result<std::string> Router::CanaryCommand(const std::string& route, const std::string& action) {
+  RouteState* st = Find(route);
+  if (!st) return MakeError(ErrorCode::kNotFound, "no route '" + route + "'");
+  if (!st->canary) return MakeError(ErrorCode::kNotFound, "route '" + route + "' has no canary");
+  const double now = UnixNow();
+  if (action == "promote") {
+    if (Status s = st->canary->Promote(now); !s) return s.error();
+  } else if (action == "rollback") {
+    if (Status s = st->canary->Rollback("rolled back by an operator", now); !s) return s.error();
+  } else if (action != "status") {
+    return MakeError(ErrorCode::kInvalidArgument, "action must be status, promote or rollback, not '" + action + "'");
+  }
+  nlohmann::json j = st->canary->Json(now);
+  j["route"] = route;
+  return j.dump(2);
 }
 
 }  // namespace hone::route

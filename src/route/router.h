@@ -28,6 +28,7 @@
 #include <random>
 #include <thread>
 
+#include "route/canary.h"
 #include "route/config.h"
 #include "route/http_client.h"
 #include "route/remote_backend.h"
@@ -38,6 +39,9 @@
 #include "serve/local_backend.h"
 
 namespace hone::route {
+
+// Called once when a routed answer ends (RoutedCompletion::SetOnEnd).
+using AnswerEnd = std::function<void(std::optional<double> ttft_s, double total_s, bool error, size_t target)>;
 
 class Router final : public serve::Backend {
  public:
@@ -66,6 +70,9 @@ class Router final : public serve::Backend {
   // The router's /metrics series, gauges included.
   void RenderMetrics(std::string* out) const;
   bool empty() const { return routes_.empty(); }
+  // `hone route canary promote|rollback` (POST /hone/routes/canary): the
+  // canary's state afterwards as JSON; kNotFound for a route without one.
+  Result<std::string> CanaryCommand(const std::string& route, const std::string& action);
   // Streams the upstreams may carry at once (their max_concurrent, summed).
   int UpstreamConcurrency() const;
 
@@ -101,17 +108,28 @@ class Router final : public serve::Backend {
     std::atomic<long> overflowed{0};
     std::atomic<long> cache_hits{0};
     std::atomic<long> cache_misses{0};
+    // A gray release: the candidate arm is the candidate target, then the
+    // route's own targets as its fallback; the shadow arm the candidate alone.
+    std::unique_ptr<Canary> canary;
+    std::unique_ptr<RouteConfig> candidate_route, shadow_route;
     // Held from a local forecast until that request is in the scheduler's
     // queue: a burst of requests must not all read the same empty queue.
     std::mutex admit_mu;
   };
   RouteState* Find(const std::string& name) const;
-  // Start without the response cache: the route's targets in policy order.
-  Result<std::unique_ptr<serve::Completion>> StartRoute(RouteState* st, const serve::GenerationRequest& r);
+  // Start without the response cache: `route`'s targets in policy order
+  // (`route` is st->config or one of its canary arms). `on_end` goes to the
+  // RoutedCompletion; `count` is false for shadow copies.
+  Result<std::unique_ptr<serve::Completion>> StartRoute(RouteState* st, const RouteConfig& route,
+                                                        const serve::GenerationRequest& r,
+                                                        AnswerEnd on_end = nullptr, bool count = true);
+  void StartShadow(RouteState* st, const serve::GenerationRequest& r);
   RemoteBackend* Upstream(const std::string& name) const;
   std::vector<size_t> Order(const RouteConfig& r);
   serve::GenerationRequest ForTarget(const serve::GenerationRequest& r, const Target& t) const;
   void HealthLoop();
+  std::atomic<int> shadows_in_flight_{0};  // detached shadow readers; the destructor waits for them
+  std::atomic<bool> shadows_stop_{false};
 
   serve::LocalBackend& local_;
   std::unique_ptr<Spend> spend_;  // null: no ledger

@@ -111,6 +111,9 @@ struct GenerationRequest {
   // Who asks: the fingerprint of the client's API key ("key-1a2b3c4d"), or
   // empty on a server without keys. Budgets and the cache are kept per tenant.
   std::string tenant;
+  // The end user the client names (OpenAI `user`, Anthropic metadata.user_id),
+  // at most 256 bytes: a canary keeps one user's conversation on one arm.
+  std::string user;
   // The spend ledger's id for this request at this target (set by the
   // router); an upstream receives it as X-Hone-Request-Id.
   std::string ledger_id;
