@@ -9,8 +9,9 @@ namespace {
 constexpr const char* kSchema[] = {
     "CREATE TABLE IF NOT EXISTS budget_usage (budget TEXT NOT NULL, period TEXT NOT NULL,"
     " spent BIGINT NOT NULL DEFAULT 0, reserved BIGINT NOT NULL DEFAULT 0, PRIMARY KEY (budget, period))",
-    "CREATE TABLE IF NOT EXISTS reservations (id TEXT NOT NULL, budget TEXT NOT NULL, period TEXT NOT NULL,"
-    " amount BIGINT NOT NULL, expires BIGINT NOT NULL, PRIMARY KEY (id, budget, period))",
+    // One row per reservation; `parts` lists its periods as "budget\x1fperiod\x1e...".
+    "CREATE TABLE IF NOT EXISTS reservations (id TEXT PRIMARY KEY, parts TEXT NOT NULL,"
+    " amount BIGINT NOT NULL, expires BIGINT NOT NULL)",
     "CREATE INDEX IF NOT EXISTS reservations_expires ON reservations (expires)",
     "CREATE TABLE IF NOT EXISTS ledger (id TEXT PRIMARY KEY, time_ms BIGINT NOT NULL, day TEXT NOT NULL,"
     " month TEXT NOT NULL, tenant TEXT NOT NULL, route TEXT NOT NULL, upstream TEXT NOT NULL,"
@@ -31,15 +32,48 @@ bool ByKey(const BudgetPeriod& a, const BudgetPeriod& b) {
   return std::tie(a.budget, a.period) < std::tie(b.budget, b.period);
 }
 
-Status ReleaseLocked(SqlConn& c, const std::string& id) {
-  auto freed = c.Exec("DELETE FROM reservations WHERE id = $1 RETURNING budget, period, amount", {id});
-  if (!freed) return freed.error();
-  for (const SqlRow& row : *freed) {
+std::string EncodeParts(const std::vector<BudgetPeriod>& parts) {
+  std::string out;
+  for (const BudgetPeriod& p : parts) out += p.budget + '\x1f' + p.period + '\x1e';
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> DecodeParts(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t unit = text.find('\x1f', at), rec = text.find('\x1e', at);
+    if (unit == std::string::npos || rec == std::string::npos || unit > rec) break;
+    out.emplace_back(text.substr(at, unit - at), text.substr(unit + 1, rec - unit - 1));
+    at = rec + 1;
+  }
+  return out;
+}
+
+// Takes the reservation `id` out; returns the amount it held (0: none left,
+// it expired or never was). Its periods are given back by the caller.
+Result<int64_t> TakeReservation(SqlConn& c, const std::string& id, std::string* parts) {
+  auto rows = c.Exec("DELETE FROM reservations WHERE id = $1 RETURNING parts, amount", {id});
+  if (!rows) return rows.error();
+  if (rows->empty()) return int64_t{0};
+  if (parts) *parts = *(*rows)[0][0];
+  return Int((*rows)[0][1]);
+}
+
+Status UnreserveParts(SqlConn& c, const std::string& parts, int64_t amount) {
+  for (const auto& [budget, period] : DecodeParts(parts)) {
     auto u = c.Exec("UPDATE budget_usage SET reserved = reserved - $1 WHERE budget = $2 AND period = $3",
-                    {Int(row[2]), *row[0], *row[1]});
+                    {amount, budget, period});
     if (!u) return u.error();
   }
   return Status::Ok();
+}
+
+Status ReleaseLocked(SqlConn& c, const std::string& id) {
+  std::string parts;
+  auto amount = TakeReservation(c, id, &parts);
+  if (!amount) return amount.error();
+  return *amount ? UnreserveParts(c, parts, *amount) : Status::Ok();
 }
 
 }  // namespace
@@ -55,26 +89,51 @@ Status Ledger::Reserve(const std::string& id, int64_t amount, std::vector<Budget
   std::sort(parts.begin(), parts.end(), ByKey);
   SqlConn& c = *conn_;
   return c.Transaction([&]() -> Status {
+    // One conditional UPDATE over every period (one round trip); a period it
+    // missed is either new (created here, then reserved on its own) or full
+    // (the whole transaction rolls back).
+    std::string sql = "UPDATE budget_usage SET reserved = reserved + $1 WHERE ";
+    std::string lock = "SELECT budget FROM budget_usage WHERE ";
+    std::vector<SqlValue> args = {amount}, lock_args;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const std::string k = std::to_string(2 + 3 * i);
+      sql += (i ? " OR " : "") + std::string("(budget = $") + k + " AND period = $" + std::to_string(3 + 3 * i) +
+             " AND spent + reserved + $1 <= $" + std::to_string(4 + 3 * i) + ")";
+      lock += (i ? " OR " : "") + std::string("(budget = $") + std::to_string(1 + 2 * i) + " AND period = $" +
+              std::to_string(2 + 2 * i) + ")";
+      args.insert(args.end(), {parts[i].budget, parts[i].period, parts[i].cap});
+      lock_args.insert(lock_args.end(), {parts[i].budget, parts[i].period});
+    }
+    // PostgreSQL locks rows in the order an UPDATE scans them; taking them in
+    // (budget, period) order first, as Settle and the sweep do, rules out a
+    // deadlock between two transactions. (SQLite has one write lock.)
+    if (std::string(c.kind()) == "postgres") {
+      auto locked = c.Exec(lock + " ORDER BY budget, period FOR UPDATE", lock_args);
+      if (!locked) return locked.error();
+    }
+    auto up = c.Exec(sql + " RETURNING budget, period", args);
+    if (!up) return up.error();
     for (const BudgetPeriod& p : parts) {
+      const bool got = std::any_of(up->begin(), up->end(), [&](const SqlRow& r) { return *r[0] == p.budget && *r[1] == p.period; });
+      if (got) continue;
       auto ins = c.Exec(
           "INSERT INTO budget_usage (budget, period, spent, reserved) VALUES ($1, $2, 0, 0)"
           " ON CONFLICT (budget, period) DO NOTHING",
           {p.budget, p.period});
       if (!ins) return ins.error();
-      auto up = c.Exec(
+      auto one = c.Exec(
           "UPDATE budget_usage SET reserved = reserved + $1 WHERE budget = $2 AND period = $3"
           " AND spent + reserved + $1 <= $4 RETURNING spent",
           {amount, p.budget, p.period, p.cap});
-      if (!up) return up.error();
-      if (up->empty()) {
+      if (!one) return one.error();
+      if (one->empty()) {
         if (refused) *refused = p;
         return MakeError(ErrorCode::kRateLimited, "budget '" + p.budget + "' " + p.period + " is spent");
       }
-      auto res = c.Exec("INSERT INTO reservations (id, budget, period, amount, expires) VALUES ($1, $2, $3, $4, $5)",
-                        {id, p.budget, p.period, amount, Ms(expires)});
-      if (!res) return res.error();
     }
-    return Status::Ok();
+    auto res = c.Exec("INSERT INTO reservations (id, parts, amount, expires) VALUES ($1, $2, $3, $4)",
+                      {id, EncodeParts(parts), amount, Ms(expires)});
+    return res ? Status::Ok() : Status(res.error());
   });
 }
 
@@ -96,18 +155,27 @@ Result<bool> Ledger::Settle(const LedgerEntry& e, const std::vector<BudgetPeriod
     if (!ins) return ins.error();
     inserted = !ins->empty();
     if (!inserted) return Status::Ok();  // settled before: idempotent
-    if (Status r = ReleaseLocked(c, e.id); !r) return r;
-    for (const BudgetPeriod& p : sorted) {
-      auto ins_row = c.Exec(
-          "INSERT INTO budget_usage (budget, period, spent, reserved) VALUES ($1, $2, 0, 0)"
-          " ON CONFLICT (budget, period) DO NOTHING",
-          {p.budget, p.period});
-      if (!ins_row) return ins_row.error();
-      auto up = c.Exec("UPDATE budget_usage SET spent = spent + $1 WHERE budget = $2 AND period = $3 RETURNING spent",
-                       {e.cost, p.budget, p.period});
-      if (!up) return up.error();
-      after[{p.budget, p.period}] = up->empty() ? 0 : Int((*up)[0][0]);
+    std::string held_parts;
+    auto held = TakeReservation(c, e.id, &held_parts);
+    if (!held) return held.error();
+    // One upsert over every period: the cost added, this request's hold
+    // given back (0 when it expired meanwhile: the sweep gave it back).
+    if (sorted.empty()) return Status::Ok();
+    std::string sql = "INSERT INTO budget_usage (budget, period, spent, reserved) VALUES ";
+    std::vector<SqlValue> args = {e.cost};
+    for (size_t i = 0; i < sorted.size(); ++i) {
+      const BudgetPeriod& p = sorted[i];
+      const bool was_held = *held > 0 && held_parts.find(p.budget + '\x1f' + p.period + '\x1e') != std::string::npos;
+      sql += (i ? ", ($" : "($") + std::to_string(2 + 3 * i) + ", $" + std::to_string(3 + 3 * i) + ", $1, $" +
+             std::to_string(4 + 3 * i) + ")";
+      args.insert(args.end(), {p.budget, p.period, was_held ? -*held : int64_t{0}});
     }
+    auto up = c.Exec(sql +
+                         " ON CONFLICT (budget, period) DO UPDATE SET spent = budget_usage.spent + excluded.spent,"
+                         " reserved = budget_usage.reserved + excluded.reserved RETURNING budget, period, spent",
+                     args);
+    if (!up) return up.error();
+    for (const SqlRow& r : *up) after[{*r[0], *r[1]}] = Int(r[2]);
     return Status::Ok();
   });
   if (!s) return s.error();
@@ -126,12 +194,10 @@ Result<int> Ledger::ExpireReservations(double now) {
   int freed = 0;
   SqlConn& c = *conn_;
   Status s = c.Transaction([&]() -> Status {
-    auto rows = c.Exec("DELETE FROM reservations WHERE expires < $1 RETURNING budget, period, amount", {Ms(now)});
+    auto rows = c.Exec("DELETE FROM reservations WHERE expires < $1 RETURNING parts, amount", {Ms(now)});
     if (!rows) return rows.error();
     for (const SqlRow& row : *rows) {
-      auto u = c.Exec("UPDATE budget_usage SET reserved = reserved - $1 WHERE budget = $2 AND period = $3",
-                      {Int(row[2]), *row[0], *row[1]});
-      if (!u) return u.error();
+      if (Status s = UnreserveParts(c, *row[0], Int(row[1])); !s) return s;
       ++freed;
     }
     return Status::Ok();
@@ -244,7 +310,7 @@ Result<std::optional<Ledger::CanaryRow>> Ledger::LoadCanary(const std::string& r
 }
 
 Result<std::vector<Ledger::Held>> Ledger::HeldReservations() {
-  auto rows = conn_->Exec("SELECT id, MAX(amount), MAX(expires) FROM reservations GROUP BY id ORDER BY MAX(expires), id LIMIT 1000");
+  auto rows = conn_->Exec("SELECT id, amount, expires FROM reservations ORDER BY expires, id LIMIT 1000");
   if (!rows) return rows.error();
   std::vector<Held> out;
   for (const SqlRow& r : *rows) out.push_back({*r[0], Int(r[1]), Int(r[2]) / 1000.0});
@@ -252,9 +318,7 @@ Result<std::vector<Ledger::Held>> Ledger::HeldReservations() {
 }
 
 Result<std::pair<int64_t, int64_t>> Ledger::InFlight(double now) {
-  auto rows = conn_->Exec("SELECT COUNT(*), COALESCE(SUM(a), 0) FROM (SELECT id, MAX(amount) AS a FROM reservations"
-                          " WHERE expires >= $1 GROUP BY id) AS held",
-                          {Ms(now)});
+  auto rows = conn_->Exec("SELECT COUNT(*), COALESCE(SUM(amount), 0) FROM reservations WHERE expires >= $1", {Ms(now)});
   if (!rows) return rows.error();
   if (rows->empty()) return std::pair<int64_t, int64_t>{0, 0};
   return std::pair<int64_t, int64_t>{Int((*rows)[0][0]), Int((*rows)[0][1])};

@@ -110,6 +110,7 @@ class Ledger {
   Status SaveCanary(const CanaryRow& row, double now);
   Result<std::optional<CanaryRow>> LoadCanary(const std::string& route);
   const char* kind() const { return conn_->kind(); }
+  void Maintain() { conn_->Maintain(); }
 
  private:
   explicit Ledger(std::unique_ptr<SqlConn> conn) : conn_(std::move(conn)) {}

@@ -1,6 +1,8 @@
 #include <libpq-fe.h>
 
+#include <condition_variable>
 #include <mutex>
+#include <vector>
 
 #include "route/sql.h"
 
@@ -31,9 +33,13 @@ class PgConn final : public SqlConn {
     std::lock_guard<std::recursive_mutex> lock(mu_);
     for (int attempt = 0;; ++attempt) {
       Status s = TryTransaction(body);
+      if (s) return s;
+      // A deadlock (two requests locking the same budget rows in another
+      // order) rolled back: run it again.
+      if (s.error().code == ErrorCode::kBusy && attempt < 5) continue;
       // A dropped connection (the server restarted) is reopened once; the
       // transaction never committed, so running it again is safe.
-      if (s || attempt > 0 || PQstatus(conn_) == CONNECTION_OK || !Reconnect()) return s;
+      if (attempt > 0 || PQstatus(conn_) == CONNECTION_OK || !Reconnect()) return s;
     }
   }
 
@@ -78,8 +84,11 @@ class PgConn final : public SqlConn {
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
       std::string why = res ? PQresultErrorMessage(res) : PgError(conn_);
       while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+      const char* state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
+      // A deadlock or serialization failure: the transaction may simply run again.
+      const bool retry = state && (std::string(state) == "40P01" || std::string(state) == "40001");
       PQclear(res);
-      return MakeError(ErrorCode::kIo, "ledger (postgres): " + why);
+      return MakeError(retry ? ErrorCode::kBusy : ErrorCode::kIo, "ledger (postgres): " + why);
     }
     std::vector<SqlRow> rows;
     for (int r = 0; r < PQntuples(res); ++r) {
@@ -102,18 +111,74 @@ class PgConn final : public SqlConn {
   const std::string conninfo_;
 };
 
+// Several connections; a thread in a transaction keeps its own.
+class PgPool final : public SqlConn {
+ public:
+  explicit PgPool(std::vector<std::unique_ptr<PgConn>> conns) : conns_(std::move(conns)) {
+    for (auto& c : conns_) free_.push_back(c.get());
+  }
+
+  Result<std::vector<SqlRow>> Exec(const std::string& sql, const std::vector<SqlValue>& params) override {
+    if (current_) return current_->Exec(sql, params);
+    PgConn* c = Acquire();
+    auto r = c->Exec(sql, params);
+    Release(c);
+    return r;
+  }
+
+  Status Transaction(const std::function<Status()>& body) override {
+    if (current_) return current_->Transaction(body);  // nested: the same connection
+    PgConn* c = Acquire();
+    current_ = c;
+    Status s = c->Transaction(body);
+    current_ = nullptr;
+    Release(c);
+    return s;
+  }
+
+  const char* kind() const override { return "postgres"; }
+
+ private:
+  PgConn* Acquire() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !free_.empty(); });
+    PgConn* c = free_.back();
+    free_.pop_back();
+    return c;
+  }
+  void Release(PgConn* c) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      free_.push_back(c);
+    }
+    cv_.notify_one();
+  }
+
+  std::vector<std::unique_ptr<PgConn>> conns_;  // fixed after construction
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<PgConn*> free_;               // GUARDED_BY(mu_)
+  static thread_local PgConn* current_;     // this thread's connection inside a transaction
+};
+
+thread_local PgConn* PgPool::current_ = nullptr;
+
 }  // namespace
 
-Result<std::unique_ptr<SqlConn>> OpenPostgres(const std::string& conninfo) {
-  PGconn* c = PQconnectdb(conninfo.c_str());
-  if (PQstatus(c) != CONNECTION_OK) {
-    std::string why = PgError(c);
-    PQfinish(c);
-    return MakeError(ErrorCode::kUnavailable, "cannot connect to the PostgreSQL ledger: " + why);
+Result<std::unique_ptr<SqlConn>> OpenPostgres(const std::string& conninfo, int connections) {
+  std::vector<std::unique_ptr<PgConn>> conns;
+  for (int i = 0; i < std::max(1, connections); ++i) {
+    PGconn* c = PQconnectdb(conninfo.c_str());
+    if (PQstatus(c) != CONNECTION_OK) {
+      std::string why = PgError(c);
+      PQfinish(c);
+      return MakeError(ErrorCode::kUnavailable, "cannot connect to the PostgreSQL ledger: " + why);
+    }
+    // Quiet "relation already exists, skipping" notices from CREATE ... IF NOT EXISTS.
+    PQsetNoticeProcessor(c, [](void*, const char*) {}, nullptr);
+    conns.push_back(std::make_unique<PgConn>(c, conninfo));
   }
-  // Quiet "relation already exists, skipping" notices from CREATE ... IF NOT EXISTS.
-  PQsetNoticeProcessor(c, [](void*, const char*) {}, nullptr);
-  return std::unique_ptr<SqlConn>(std::make_unique<PgConn>(c, conninfo));
+  return std::unique_ptr<SqlConn>(std::make_unique<PgPool>(std::move(conns)));
 }
 
 }  // namespace hone::route

@@ -360,6 +360,7 @@ void Spend::WebhookLoop() {
 }
 
 void Spend::Tick() {
+  if (++ticks_ % 5 == 0) ledger_->Maintain();
   auto freed = ledger_->ExpireReservations(Now());
   if (freed && *freed > 0)
     std::fprintf(stderr, "[hone] ledger: freed %d expired reservation part(s) left by a process that stopped\n",

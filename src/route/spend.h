@@ -102,6 +102,7 @@ class Spend {
   const SpendConfig config_;
   std::unique_ptr<Ledger> ledger_;
   std::atomic<uint64_t> seq_{0};
+  uint64_t ticks_ = 0;  // Tick's own (one thread)
   const std::string id_prefix_;  // random per process: ids from replicas never collide
 
   std::mutex mu_;

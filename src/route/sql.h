@@ -31,13 +31,17 @@ class SqlConn {
   // connection is reopened once and the transaction retried.
   virtual Status Transaction(const std::function<Status()>& body) = 0;
   virtual const char* kind() const = 0;  // "sqlite" or "postgres"
+  // Background upkeep, called every few seconds off the request path
+  // (SQLite: a WAL checkpoint on a connection of its own).
+  virtual void Maintain() {}
 };
 
 // `path`: the database file (created, WAL mode, synchronous=NORMAL: a
 // committed row survives the process being killed).
 Result<std::unique_ptr<SqlConn>> OpenSqlite(const std::string& path);
 // `conninfo`: a libpq connection string or URI (it may hold a password: it
-// is never logged).
-Result<std::unique_ptr<SqlConn>> OpenPostgres(const std::string& conninfo);
+// is never logged). `connections`: a pool, so concurrent requests do not
+// queue on one socket; a transaction keeps its connection to the end.
+Result<std::unique_ptr<SqlConn>> OpenPostgres(const std::string& conninfo, int connections = 8);
 
 }  // namespace hone::route

@@ -19,10 +19,27 @@ std::string Positional(const std::string& sql) {
 
 class SqliteConn final : public SqlConn {
  public:
-  explicit SqliteConn(sqlite3* db) : db_(db) {}
+  SqliteConn(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   ~SqliteConn() override {
     for (auto& [sql, st] : statements_) sqlite3_finalize(st);
     sqlite3_close(db_);
+    if (checkpoint_db_) sqlite3_close(checkpoint_db_);
+  }
+
+  // Commits on the request path never fsync (synchronous=NORMAL and no
+  // automatic checkpoint); the WAL is copied into the database here, on a
+  // connection of its own, so a request never waits behind a checkpoint.
+  void Maintain() override {
+    std::lock_guard<std::mutex> lock(checkpoint_mu_);
+    if (!checkpoint_db_ &&
+        sqlite3_open_v2(path_.c_str(), &checkpoint_db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX, nullptr) !=
+            SQLITE_OK) {
+      sqlite3_close(checkpoint_db_);
+      checkpoint_db_ = nullptr;
+      return;
+    }
+    sqlite3_busy_timeout(checkpoint_db_, 1000);
+    sqlite3_wal_checkpoint_v2(checkpoint_db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
   }
 
   Result<std::vector<SqlRow>> Exec(const std::string& sql, const std::vector<SqlValue>& params) override {
@@ -91,6 +108,9 @@ class SqliteConn final : public SqlConn {
   std::recursive_mutex mu_;  // one statement or transaction at a time on the connection
   sqlite3* db_;              // GUARDED_BY(mu_)
   std::map<std::string, sqlite3_stmt*> statements_;  // GUARDED_BY(mu_): prepared once per SQL text
+  const std::string path_;
+  std::mutex checkpoint_mu_;
+  sqlite3* checkpoint_db_ = nullptr;  // GUARDED_BY(checkpoint_mu_)
 };
 
 }  // namespace
@@ -104,11 +124,11 @@ Result<std::unique_ptr<SqlConn>> OpenSqlite(const std::string& path) {
     return MakeError(ErrorCode::kIo, "cannot open the ledger " + path + ": " + why);
   }
   sqlite3_busy_timeout(db, 5000);  // another process on the same file (hone spend) waits, not fails
-  auto conn = std::make_unique<SqliteConn>(db);
+  auto conn = std::make_unique<SqliteConn>(db, path);
   // WAL: readers (hone spend) never block the server. synchronous=NORMAL: a
   // commit is in the WAL file before it returns, so SIGKILL loses nothing
   // committed (only a power cut may lose the last transactions).
-  for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL"})
+  for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA wal_autocheckpoint=0"})
     if (auto r = conn->Exec(pragma, {}); !r)
       return MakeError(r.error().code, "cannot open the ledger " + path + ": " + r.error().message);
   return std::unique_ptr<SqlConn>(std::move(conn));
