@@ -1,7 +1,10 @@
 #include <sqlite3.h>
 
+#include <condition_variable>
+#include <deque>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "route/sql.h"
 
@@ -16,6 +19,50 @@ std::string Positional(const std::string& sql) {
     if (out[i] == '$' && out[i + 1] >= '0' && out[i + 1] <= '9') out[i] = '?';
   return out;
 }
+
+// A first-come first-served lock that the holder may take again (a
+// transaction's statements). Under 64 waiting threads a plain mutex lets a
+// few win over and over: a request could wait 300 ms at p99 behind 0.3 ms
+// transactions; in arrival order it waits for those ahead only.
+class FifoLock {
+ public:
+  void lock() {
+    std::unique_lock<std::mutex> l(mu_);
+    const auto me = std::this_thread::get_id();
+    if (owner_ == me) {
+      ++depth_;
+      return;
+    }
+    if (owner_ != std::thread::id() || !waiters_.empty()) {
+      std::condition_variable mine;  // woken alone, when it is this thread's turn
+      waiters_.push_back({&mine, me});
+      mine.wait(l, [&] { return owner_ == me; });
+    }
+    owner_ = me;
+    depth_ = 1;
+  }
+  void unlock() {
+    std::lock_guard<std::mutex> l(mu_);
+    if (--depth_ > 0) return;
+    owner_ = {};
+    if (waiters_.empty()) return;
+    // Hand the lock to the first waiter directly: nobody can cut in.
+    const Waiter next = waiters_.front();
+    waiters_.pop_front();
+    owner_ = next.id;
+    next.cv->notify_one();
+  }
+
+ private:
+  std::mutex mu_;
+  struct Waiter {
+    std::condition_variable* cv;
+    std::thread::id id;
+  };
+  std::deque<Waiter> waiters_;  // GUARDED_BY(mu_): in arrival order
+  std::thread::id owner_;       // GUARDED_BY(mu_)
+  int depth_ = 0;               // GUARDED_BY(mu_)
+};
 
 class SqliteConn final : public SqlConn {
  public:
@@ -43,12 +90,12 @@ class SqliteConn final : public SqlConn {
   }
 
   Result<std::vector<SqlRow>> Exec(const std::string& sql, const std::vector<SqlValue>& params) override {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
+    std::lock_guard<FifoLock> lock(mu_);
     return ExecLocked(sql, params);
   }
 
   Status Transaction(const std::function<Status()>& body) override {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
+    std::lock_guard<FifoLock> lock(mu_);
     if (auto b = ExecLocked("BEGIN IMMEDIATE", {}); !b) return b.error();
     Status s = body();
     if (!s) {
@@ -105,7 +152,7 @@ class SqliteConn final : public SqlConn {
     return rows;
   }
 
-  std::recursive_mutex mu_;  // one statement or transaction at a time on the connection
+  FifoLock mu_;  // one statement or transaction at a time on the connection, in arrival order
   sqlite3* db_;              // GUARDED_BY(mu_)
   std::map<std::string, sqlite3_stmt*> statements_;  // GUARDED_BY(mu_): prepared once per SQL text
   const std::string path_;
