@@ -101,6 +101,109 @@ TEST(RouterConfig, MistakesAreNamedPrecisely) {
   }
 }
 
+TEST(RouterConfig, ReadsBudgetsTheCacheAndACanary) {
+  g_env = {{"PG", "host=/tmp/x dbname=hone"}};
+  const char* toml = R"(
+[spend]
+ledger = "postgres"
+postgres_url_env = "PG"
+timezone = "Asia/Shanghai"
+reservation_ttl = "2m"
+reserve_max_tokens = 512
+alert_webhook = "http://127.0.0.1:9/hook"
+alert_thresholds = [0.9]
+
+[cache]
+max_bytes = "2M"
+ttl = "30s"
+
+[[upstream]]
+name = "cloud"
+base_url = "http://127.0.0.1:1/v1"
+price_input_per_m = 0.15
+price_output_per_m = 0.6
+
+[[route]]
+name = "r"
+targets = ["cloud:m"]
+on_budget_exceeded = "refuse"
+cache = "all"
+canary = { target = "cloud:m2", steps = [10, 100], hold = "1m", min_requests = 5, shadow = true }
+
+[[budget]]
+name = "month"
+scope = "upstream:cloud"
+monthly = 12.5
+daily = 1
+
+[[budget]]
+name = "acme"
+scope = "tenant:key-1a2b3c4d"
+monthly = 3
+)";
+  auto c = ParseRouterConfig(toml, "hone.toml", FakeEnv);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->spend.ledger, "postgres");
+  EXPECT_EQ(c->spend.postgres_url, "host=/tmp/x dbname=hone");
+  EXPECT_EQ(c->spend.timezone, "Asia/Shanghai");
+  EXPECT_DOUBLE_EQ(c->spend.reservation_ttl_s, 120);
+  EXPECT_EQ(c->spend.reserve_max_tokens, 512);
+  ASSERT_EQ(c->spend.budgets.size(), 2u);
+  EXPECT_EQ(c->spend.budgets[0].monthly, 12'500'000);
+  EXPECT_EQ(c->spend.budgets[0].daily, 1'000'000);
+  EXPECT_EQ(c->spend.budgets[0].scope, BudgetConfig::Scope::kUpstream);
+  EXPECT_EQ(c->spend.budgets[0].thresholds, std::vector<double>{0.9});
+  EXPECT_EQ(c->spend.budgets[1].scope_name, "key-1a2b3c4d");
+  EXPECT_DOUBLE_EQ(c->upstreams[0].price_cached_input_per_m, 0.15) << "cached input defaults to the input price";
+  EXPECT_TRUE(c->cache.enabled);
+  EXPECT_EQ(c->cache.max_bytes, 2u << 20);
+  EXPECT_DOUBLE_EQ(c->cache.ttl_s, 30);
+  const RouteConfig& r = c->routes[0];
+  EXPECT_EQ(r.on_budget, RouteConfig::OnBudget::kRefuse);
+  EXPECT_EQ(r.cache, RouteConfig::CacheMode::kAll);
+  ASSERT_TRUE(r.canary.has_value());
+  EXPECT_EQ(r.canary->target.Label(), "cloud:m2");
+  EXPECT_EQ(r.canary->steps, (std::vector<double>{10, 100}));
+  EXPECT_DOUBLE_EQ(r.canary->hold_s, 60);
+  EXPECT_EQ(r.canary->min_requests, 5);
+  EXPECT_TRUE(r.canary->shadow);
+}
+
+TEST(RouterConfig, SpendCacheAndCanaryMistakesAreNamed) {
+  g_env = {};
+  const std::string up = "[[upstream]]\nname='c'\nbase_url='http://x'\n";
+  const std::string route = "[[route]]\nname='r'\ntargets=['c:m']\n";
+  struct Case {
+    std::string toml, expect;
+  };
+  const std::vector<Case> cases = {
+      {"[spend]\nledger='mysql'\n", "ledger must be sqlite or postgres"},
+      {"[spend]\nledger='postgres'\n", "needs postgres_url_env"},
+      {"[spend]\nledger='postgres'\npostgres_url_env='NOPE'\n", "NOPE, which is not set"},
+      {"[spend]\nalert_thresholds=[1.5]\n", "fractions in (0, 1]"},
+      {"[spend]\nalert_webhook='ftp://x'\n", "alert_webhook must start with http"},
+      {up + "[[budget]]\nname='b'\n", "needs monthly or daily"},
+      {up + "[[budget]]\nname='b'\nmonthly=-1\n", "must not be negative"},
+      {up + "[[budget]]\nname='b'\nmonthly=1\nscope='upstream:nope'\n", "names no [[upstream]]"},
+      {up + "[[budget]]\nname='b'\nmonthly=1\nscope='tenant:acme'\n", "a client key's fingerprint"},
+      {up + "[[budget]]\nname='b'\nmonthly=1\nscope='planet'\n", "scope must be global"},
+      {up + "[[budget]]\nname='b'\nmonthly=1\n[[budget]]\nname='b'\ndaily=1\n", "defined twice"},
+      {up + route + "on_budget_exceeded='panic'\n", "on_budget_exceeded must be"},
+      {up + route + "cache='sometimes'\n", "cache must be deterministic, all or off"},
+      {up + route + "canary={ target='nowhere:m' }\n", "names no [[upstream]] 'nowhere'"},
+      {up + route + "canary={ target='c:m2', steps=[50, 20] }\n", "steps must rise"},
+      {up + route + "canary={ target='c:m2', min_requests=0 }\n", "min_requests must be at least 1"},
+      {up + route + "canary='c:m2'\n", "must be an inline table"},
+      {"[cache]\nmax_bytes='lots'\n", "max_bytes"},
+      {up + "price_output_per_m=-2\n", "prices must not be negative"},
+  };
+  for (const Case& c : cases) {
+    auto r = ParseRouterConfig(c.toml, "hone.toml", FakeEnv);
+    ASSERT_FALSE(r.ok()) << c.toml;
+    EXPECT_NE(r.error().message.find(c.expect), std::string::npos) << c.toml << "\n" << r.error().message;
+  }
+}
+
 TEST(RouterConfig, Durations) {
   EXPECT_DOUBLE_EQ(*ParseSeconds("1.5s"), 1.5);
   EXPECT_DOUBLE_EQ(*ParseSeconds("250ms"), 0.25);
