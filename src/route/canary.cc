@@ -84,7 +84,14 @@ Canary::Canary(std::string route, CanaryConfig config, Ledger* ledger, double no
   reason_ = "started";
   if (!ledger_) return;
   auto saved = ledger_->LoadCanary(route_);
-  if (saved && *saved && (*saved)->target == config_.target.Label()) {
+  if (!saved) {
+    // Unknown, not absent: start afresh in memory but leave the saved state
+    // alone (it may say rolled_back).
+    std::fprintf(stderr, "[hone] canary %s: cannot read its saved state (%s); starting afresh\n", route_.c_str(),
+                 saved.error().message.c_str());
+    return;
+  }
+  if (*saved && (*saved)->target == config_.target.Label()) {
     const auto st = StateFromName((*saved)->state);
     if (st && (*saved)->step >= 0 && static_cast<size_t>((*saved)->step) < config_.steps.size()) {
       state_ = *st;

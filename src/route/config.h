@@ -120,7 +120,7 @@ struct SpendConfig {
   std::string postgres_url_env;   // the variable holding the libpq conninfo (it may carry a password)
   std::string postgres_url;       // resolved from postgres_url_env; never logged
   std::string timezone = "UTC";   // months and days are counted in this zone
-  double reservation_ttl_s = 900;  // a reservation left by a process that died is freed after this
+  double reservation_ttl_s = 120;  // a reservation left by a process that died is freed after this (live ones are renewed)
   int reserve_max_tokens = 4096;   // the output a request without max_tokens may use (and is held to)
   std::string alert_webhook;       // POSTed a JSON body when a threshold is crossed
   double local_price_input_per_m = 0;  // an energy rate for local tokens; 0 by default

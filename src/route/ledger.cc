@@ -108,7 +108,8 @@ Status Ledger::Reserve(const std::string& id, int64_t amount, std::vector<Budget
     // (budget, period) order first, as Settle and the sweep do, rules out a
     // deadlock between two transactions. (SQLite has one write lock.)
     if (std::string(c.kind()) == "postgres") {
-      auto locked = c.Exec(lock + " ORDER BY budget, period FOR UPDATE", lock_args);
+      // COLLATE "C": byte order, the order Settle's VALUES and the sweep use.
+      auto locked = c.Exec(lock + " ORDER BY budget COLLATE \"C\", period COLLATE \"C\" FOR UPDATE", lock_args);
       if (!locked) return locked.error();
     }
     auto up = c.Exec(sql + " RETURNING budget, period", args);
@@ -190,15 +191,33 @@ Status Ledger::Release(const std::string& id) {
   return conn_->Transaction([&] { return ReleaseLocked(*conn_, id); });
 }
 
+Status Ledger::Renew(const std::vector<std::string>& ids, double expires) {
+  SqlConn& c = *conn_;
+  return c.Transaction([&]() -> Status {
+    for (const std::string& id : ids)
+      if (auto r = c.Exec("UPDATE reservations SET expires = $1 WHERE id = $2", {Ms(expires), id}); !r)
+        return r.error();
+    return Status::Ok();
+  });
+}
+
 Result<int> Ledger::ExpireReservations(double now) {
   int freed = 0;
   SqlConn& c = *conn_;
   Status s = c.Transaction([&]() -> Status {
     auto rows = c.Exec("DELETE FROM reservations WHERE expires < $1 RETURNING parts, amount", {Ms(now)});
     if (!rows) return rows.error();
+    // Summed per period and applied in (budget, period) order, the order
+    // every other transaction locks in.
+    std::map<std::pair<std::string, std::string>, int64_t> back;
     for (const SqlRow& row : *rows) {
-      if (Status s = UnreserveParts(c, *row[0], Int(row[1])); !s) return s;
+      for (const auto& part : DecodeParts(*row[0])) back[part] += Int(row[1]);
       ++freed;
+    }
+    for (const auto& [part, amount] : back) {
+      auto u = c.Exec("UPDATE budget_usage SET reserved = reserved - $1 WHERE budget = $2 AND period = $3",
+                      {amount, part.first, part.second});
+      if (!u) return u.error();
     }
     return Status::Ok();
   });

@@ -81,6 +81,8 @@ class Ledger {
                       std::vector<int64_t>* spent_after = nullptr);
   // Gives back a reservation that cost nothing (the request never ran).
   Status Release(const std::string& id);
+  // Moves the expiry of reservations still in use (their process is alive).
+  Status Renew(const std::vector<std::string>& ids, double expires);
   // Releases reservations past their expiry (left by a process that died).
   // Returns how many periods were freed.
   Result<int> ExpireReservations(double now);

@@ -175,6 +175,13 @@ TEST_P(LedgerTest, ReleaseAndExpiryGiveTheHoldBack) {
   ASSERT_TRUE(l->Release(kept).ok());
   Spent(*l, budget, "M:2025-12", &reserved);
   EXPECT_EQ(reserved, 0);
+  // A renewed reservation (its request still runs) outlives its first expiry.
+  const std::string live = Unique("r");
+  ASSERT_TRUE(l->Reserve(live, 100, {{budget, "M:2025-12", 1000}}, 1000).ok());
+  ASSERT_TRUE(l->Renew({live}, 4e9).ok());
+  ASSERT_TRUE(l->ExpireReservations(2e9).ok());
+  Spent(*l, budget, "M:2025-12", &reserved);
+  EXPECT_EQ(reserved, 100);
 }
 
 TEST_P(LedgerTest, AnAlertFiresOncePerThresholdAndPeriod) {

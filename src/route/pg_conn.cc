@@ -25,7 +25,9 @@ class PgConn final : public SqlConn {
   Result<std::vector<SqlRow>> Exec(const std::string& sql, const std::vector<SqlValue>& params) override {
     std::lock_guard<std::recursive_mutex> lock(mu_);
     auto r = ExecLocked(sql, params);
-    if (!r && !in_transaction_ && Reconnect()) r = ExecLocked(sql, params);
+    // Only a lost connection is reopened and the statement sent again; an
+    // error the server answered (a constraint, a bad value) is the answer.
+    if (!r && !in_transaction_ && PQstatus(conn_) != CONNECTION_OK && Reconnect()) r = ExecLocked(sql, params);
     return r;
   }
 
@@ -49,7 +51,12 @@ class PgConn final : public SqlConn {
   Status TryTransaction(const std::function<Status()>& body) {
     if (auto b = ExecLocked("BEGIN", {}); !b) return b.error();
     in_transaction_ = true;
-    Status s = body();
+    Status s = Status::Ok();
+    try {
+      s = body();
+    } catch (const std::exception& e) {  // a body that throws must not leave the connection in a transaction
+      s = MakeError(ErrorCode::kInternal, std::string("ledger: ") + e.what());
+    }
     in_transaction_ = false;
     if (!s) {
       (void)ExecLocked("ROLLBACK", {});
@@ -130,7 +137,7 @@ class PgPool final : public SqlConn {
     if (current_) return current_->Transaction(body);  // nested: the same connection
     PgConn* c = Acquire();
     current_ = c;
-    Status s = c->Transaction(body);
+    Status s = c->Transaction(body);  // catches what the body throws
     current_ = nullptr;
     Release(c);
     return s;

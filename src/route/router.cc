@@ -328,6 +328,7 @@ void Router::StartShadow(RouteState* st, const serve::GenerationRequest& r) {
   serve::GenerationRequest copy = r;
   copy.cancelled = [this] { return shadows_stop_.load(); };
   copy.no_cache = true;
+  copy.tenant.clear();  // a copy the client never sees must not use up the client's own budget
   std::thread([this, st, copy = std::move(copy)] {
     Canary* canary = st->canary.get();
     AnswerEnd on_end = [canary](std::optional<double> ttft, double total, bool error, size_t) {
@@ -335,7 +336,10 @@ void Router::StartShadow(RouteState* st, const serve::GenerationRequest& r) {
     };
     auto c = StartRoute(st, *st->shadow_route, copy, on_end, /*count=*/false);
     if (!c) {
-      if (c.error().code != ErrorCode::kAborted) on_end(std::nullopt, 0, true, 0);
+      const ErrorCode code = c.error().code;
+      if (code != ErrorCode::kAborted && code != ErrorCode::kInvalidArgument && code != ErrorCode::kNotFound &&
+          code != ErrorCode::kRateLimited)
+        on_end(std::nullopt, 0, true, 0);
     } else {
       // Read to the end and discard: only the numbers count.
       for (;;) {

@@ -40,6 +40,27 @@ std::string RandomHex(int bytes) {
 
 double Money(int64_t micro) { return static_cast<double>(micro) / 1e6; }
 
+// At most `max` bytes of valid UTF-8: an upstream's error text may be cut in
+// the middle of a character, and PostgreSQL refuses invalid text (the row
+// would be lost).
+std::string CleanText(const std::string& s, size_t max = 300) {
+  std::string out;
+  for (size_t i = 0; i < s.size() && out.size() < max;) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    bool ok = n > 0 && i + n <= s.size() && c != 0;
+    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
+    if (ok) {
+      out.append(s, i, n);
+      i += n;
+    } else {
+      out += '?';
+      ++i;
+    }
+  }
+  return out;
+}
+
 // A series' label set for one budget window.
 std::string BudgetLabels(const std::string& budget, const char* window) {
   return Labels({{"budget", budget}, {"window", window}});
@@ -189,6 +210,7 @@ Result<std::shared_ptr<SpendHold>> Spend::Reserve(const std::string& route, cons
   }
   std::lock_guard<std::mutex> lock(mu_);
   ++holds_in_flight_;
+  if (hold->reserved > 0) live_.insert(hold->id);
   return hold;
 }
 
@@ -198,6 +220,7 @@ void Spend::Settle(SpendHold& hold, const serve::Usage& usage, bool estimated, c
   {
     std::lock_guard<std::mutex> lock(mu_);
     --holds_in_flight_;
+    live_.erase(hold.id);
   }
   LedgerEntry e;
   e.id = hold.id;
@@ -216,7 +239,7 @@ void Spend::Settle(SpendHold& hold, const serve::Usage& usage, bool estimated, c
                       hold.price.output_per_m * static_cast<double>(e.completion_tokens);
   e.cost = static_cast<int64_t>(std::llround(cost));
   e.estimated = estimated;
-  e.outcome = outcome;
+  e.outcome = CleanText(outcome);
   std::vector<int64_t> spent;
   // A ledger that is down for a moment must not lose the row: retried a few
   // times (settling is idempotent), then logged with every field.
@@ -248,6 +271,7 @@ void Spend::Release(SpendHold& hold) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     --holds_in_flight_;
+    live_.erase(hold.id);
   }
   if (hold.reserved == 0) return;
   if (Status s = ledger_->Release(hold.id); !s) {
@@ -283,7 +307,12 @@ void Spend::Alert(const BudgetPeriod& p, int64_t spent, double th) {
       if (!fired_.insert(key).second) return;  // this process saw it already
     }
     auto first = ledger_->MarkAlert(p.budget, p.period, permille, Now());
-    if (!first || !*first) return;  // another replica fired it (or the ledger is down)
+    if (!first) {  // the ledger is down: try again on the next settle
+      std::lock_guard<std::mutex> lock(mu_);
+      fired_.erase(key);
+      return;
+    }
+    if (!*first) return;  // another replica fired it
     if (spent < 0) {
       spent = 0;
       if (auto u = ledger_->Usage({p.period}); u)
@@ -361,6 +390,22 @@ void Spend::WebhookLoop() {
 
 void Spend::Tick() {
   if (++ticks_ % 5 == 0) ledger_->Maintain();
+  // The holds of requests still running get a fresh expiry, a third of the
+  // TTL before it would pass: a long stream keeps its reservation, and only
+  // what a dead process left runs out.
+  const double now = Now();
+  if (now - last_renew_ >= config_.reservation_ttl_s / 3) {
+    last_renew_ = now;
+    std::vector<std::string> live;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      live.assign(live_.begin(), live_.end());
+    }
+    if (!live.empty())
+      if (Status s = ledger_->Renew(live, now + config_.reservation_ttl_s); !s)
+        std::fprintf(stderr, "[hone] ledger: cannot renew %zu reservation(s): %s\n", live.size(),
+                     s.error().message.c_str());
+  }
   auto freed = ledger_->ExpireReservations(Now());
   if (freed && *freed > 0)
     std::fprintf(stderr, "[hone] ledger: freed %d expired reservation part(s) left by a process that stopped\n",

@@ -71,7 +71,8 @@ class Spend {
   // Holds the worst case of a request to a priced target. Free targets get
   // a hold with no reservation (their row still goes to the ledger). When a
   // budget cannot take it: kRateLimited naming the budget and period, with
-  // retry_after_s until the period ends.
+  // retry_after_s until the period ends. While the hold lives, Tick renews
+  // its expiry, so only a dead process's reservations expire.
   Result<std::shared_ptr<SpendHold>> Reserve(const std::string& route, const std::string& upstream,
                                              const std::string& model, const std::string& tenant,
                                              const Price& price, int64_t prompt_token_bound, int max_tokens);
@@ -102,7 +103,8 @@ class Spend {
   const SpendConfig config_;
   std::unique_ptr<Ledger> ledger_;
   std::atomic<uint64_t> seq_{0};
-  uint64_t ticks_ = 0;  // Tick's own (one thread)
+  uint64_t ticks_ = 0;      // Tick's own (one thread)
+  double last_renew_ = 0;   // Tick's own
   const std::string id_prefix_;  // random per process: ids from replicas never collide
 
   std::mutex mu_;
@@ -111,6 +113,7 @@ class Spend {
   std::map<std::string, long> refusals_by_budget_;     // GUARDED_BY(mu_)
   std::map<std::string, long> alerts_by_budget_;       // GUARDED_BY(mu_): "budget|threshold" -> count
   long holds_in_flight_ = 0;                           // GUARDED_BY(mu_)
+  std::set<std::string> live_;                         // GUARDED_BY(mu_): ids of reservations in flight
   long ledger_errors_ = 0;                             // GUARDED_BY(mu_)
 
   HttpClient http_;  // the webhook's

@@ -97,7 +97,12 @@ class SqliteConn final : public SqlConn {
   Status Transaction(const std::function<Status()>& body) override {
     std::lock_guard<FifoLock> lock(mu_);
     if (auto b = ExecLocked("BEGIN IMMEDIATE", {}); !b) return b.error();
-    Status s = body();
+    Status s = Status::Ok();
+    try {
+      s = body();
+    } catch (const std::exception& e) {  // a body that throws must not leave the connection in a transaction
+      s = MakeError(ErrorCode::kInternal, std::string("ledger: ") + e.what());
+    }
     if (!s) {
       (void)ExecLocked("ROLLBACK", {});
       return s;

@@ -58,8 +58,9 @@ after(async () => {
 const canaryOf = async (route) => (await (await fetch(server.url + '/hone/routes')).json()).routes.find((r) => r.name === route).canary;
 
 // Conversations of `users` users, `turns` requests each, 4 at a time, until
-// `done` says so or the time runs out. Returns which fixture answered each user.
-async function drive(client, route, { users = 400, done, ms = 30000 }) {
+// `done` says so or the time runs out. Returns which fixture answered each
+// user; `answers` gets every answer with the time it arrived.
+async function drive(client, route, { users = 400, done, ms = 30000, answers = [] }) {
   const servedBy = new Map();
   const until = Date.now() + ms;
   let next = 0;
@@ -69,6 +70,7 @@ async function drive(client, route, { users = 400, done, ms = 30000 }) {
       const r = await client.chat.completions.create({ model: route, user: u, max_tokens: 4, temperature: 0,
         messages: [{ role: 'user', content: `Hello from ${u}` }] });
       const who = r.choices[0].message.content.split(' ')[0];
+      answers.push({ who, at: Date.now() });
       if (!servedBy.has(u)) servedBy.set(u, new Set());
       servedBy.get(u).add(who);
     }
@@ -124,15 +126,21 @@ test('a candidate 40x slower at P99 rolls back by itself, and then no user reach
 test('shadow mode mirrors to the candidate, answers from the baseline, then goes live', async () => {
   const client = await start();
   const goodBefore = (await good.log()).length;
-  let answers = 0;
-  const servedBy = await drive(client, 'r-shadow', {
+  const answers = [];
+  await drive(client, 'r-shadow', {
     users: 200,
+    answers,
     done: async () => (await canaryOf('r-shadow')).state !== 'shadow',
   });
-  for (const arms of servedBy.values()) for (const a of arms) answers += a === 'base' ? 0 : 1;
-  assert.equal(answers, 0, 'no user saw a shadow answer');
+  const c = await canaryOf('r-shadow');
+  assert.equal(c.state, 'ramping');
+  // The moment it went live; a request already on its way then may meet the
+  // live candidate, none before.
+  const live = Date.now() - c.step_age_s * 1000;
+  const early = answers.filter((a) => a.who !== 'base' && a.at < live - 20);
+  assert.deepEqual(early, [], 'no user saw a candidate answer while it was a shadow');
+  assert.ok(answers.filter((a) => a.at < live).length >= 5, 'the shadow phase served users');
   assert.ok((await good.log()).length > goodBefore, 'the candidate got copies');
-  assert.equal((await canaryOf('r-shadow')).state, 'ramping');
 });
 
 test('the state survives a restart; hone route canary shows, promotes and rolls back', async () => {

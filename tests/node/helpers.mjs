@@ -59,7 +59,7 @@ export async function startServer(args = [], env = {}) {
     signal: (sig) => proc.kill(sig),
     exited,  // resolves to the exit code (or the signal's name)
     async stop() {
-      if (proc.exitCode !== null) return;
+      if (proc.exitCode !== null || proc.signalCode !== null) return;  // exited, or killed by a signal
       const exited = new Promise((r) => proc.on('exit', r));
       proc.kill('SIGTERM');
       await exited;

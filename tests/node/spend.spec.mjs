@@ -29,7 +29,7 @@ const fingerprint = (k) => 'key-' + crypto.createHash('sha256').update(k).digest
 const costOf = (u) => (u.prompt_tokens * 1000 + u.completion_tokens * 2000) / 1e6;
 const close = (a, b) => Math.abs(a - b) < 1e-9;
 
-let up, hook, hookBodies = [];
+let up, hook, hookBodies = [], hookFailures = 0, failNextHooks = 0;
 const servers = [];
 const files = [];
 
@@ -81,6 +81,12 @@ before(async () => {
   hook = http.createServer(async (req, res) => {
     let body = '';
     for await (const c of req) body += c;
+    if (failNextHooks > 0) {  // a webhook that is down for a moment: hone retries with backoff
+      --failNextHooks;
+      ++hookFailures;
+      res.statusCode = 500;
+      return res.end('{}');
+    }
     hookBodies.push(JSON.parse(body));
     res.end('{}');
   });
@@ -97,6 +103,7 @@ after(async () => {
 test('thresholds alert once each (log, metric, webhook), then the spent cap sends the route local', async () => {
   await up.reset();
   hookBodies = [];
+  failNextHooks = 1;
   const cap = 0.5;
   const config = tomlFile('thresholds', [
     `state_dir = "${stateDir('thresholds')}"`,
@@ -129,7 +136,9 @@ test('thresholds alert once each (log, metric, webhook), then the spent cap send
   // Which thresholds the spend crossed, each once, then the cap's own alert.
   const share = b.spent / cap;
   const expected = [0.5, 0.8, 0.95].filter((t) => share >= t);
-  await sleep(500);  // the webhook thread posts on its own time
+  // The webhook thread posts on its own time; the first POST failed and was retried after 1 s.
+  for (let i = 0; i < 40 && hookBodies.length < expected.length + 1; ++i) await sleep(100);
+  assert.equal(hookFailures, 1);
   assert.deepEqual(hookBodies.map((h) => h.threshold), [...expected, 1]);
   assert.deepEqual(hookBodies.map((h) => h.type), [...expected.map(() => 'budget_threshold'), 'budget_exhausted']);
   for (const h of hookBodies) assert.equal(h.budget, 'cloud-month');
@@ -153,6 +162,32 @@ test('thresholds alert once each (log, metric, webhook), then the spent cap send
   await sleep(300);
   assert.equal(hookBodies.length, expected.length + 1);
   assert.equal(again.log().split('\n').filter((l) => l.includes('ALERT budget')).length, 0);
+});
+
+test('an upstream that reports no usage is billed from hone\'s own counts, and the row says estimated', async () => {
+  await up.reset();
+  await up.script({ default: { no_usage: true, tokens: 16 } });
+  const config = tomlFile('estimated', [
+    `state_dir = "${stateDir('estimated')}"`,
+    '[[upstream]]', 'name = "cloud"', `base_url = "${up.url}/v1"`, 'health_interval = "1h"', ...PRICES,
+    '[[route]]', 'name = "est"', 'targets = ["cloud:cloud-m"]', 'policy = "failover"',
+  ]);
+  const s = await serve(config);
+  const client = new OpenAI({ baseURL: s.url + '/v1', apiKey: 'unused', maxRetries: 0 });
+  const stream = await client.chat.completions.create({ ...chatBody('est'), stream: true });
+  let text = '';
+  for await (const c of stream) text += c.choices[0]?.delta?.content ?? '';
+  assert.ok(text.startsWith('the cloud'));
+  const csv = execFileSync(HONE, ['spend', '--config', config, '--csv']).toString().trim().split('\n');
+  assert.equal(csv.length, 2);
+  const f = csv[1].split(',');
+  assert.equal(f[11], '1', 'marked estimated');
+  assert.equal(Number(f[9]), 16, 'one token per streamed chunk');
+  assert.ok(Number(f[7]) > 0, 'the prompt was counted');
+  assert.ok(Number(f[10]) > 0, 'and priced');
+  const spend = await spendOf(s);
+  assert.equal(spend.total.estimated, 1);
+  await up.reset();
 });
 
 test('on_budget_exceeded = "refuse": 429 naming the tenant\'s budget, other tenants served', async () => {
