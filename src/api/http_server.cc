@@ -135,7 +135,7 @@ std::string PresentedKey(const std::string& authorization, const std::string& x_
 }  // namespace
 
 std::string HttpServer::Tenant(const std::string& authorization, const std::string& x_api_key) const {
-  if (api_keys_.empty()) return "";
+  if (api_keys_.empty() && admin_keys_.empty()) return "";
   return route::KeyFingerprint(PresentedKey(authorization, x_api_key));
 }
 
@@ -145,6 +145,7 @@ bool HttpServer::Authorized(const std::string& authorization, const std::string&
   if (key.empty()) return false;
   bool ok = false;
   for (const auto& k : api_keys_) ok |= SameKey(key, k);
+  for (const auto& k : admin_keys_) ok |= SameKey(key, k);
   return ok;
 }
 
@@ -193,7 +194,21 @@ void HttpServer::Routes() {
             res);
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (Authorized(req.get_header_value("Authorization"), req.get_header_value("x-api-key"))) {
+    const bool admin_path = req.path == "/hone/load" || req.path == "/hone/unload" || req.path == "/hone/spend" ||
+                            req.path == "/hone/routes/canary";
+    if (admin_path && !admin_keys_.empty()) {
+      const std::string key = PresentedKey(req.get_header_value("Authorization"), req.get_header_value("x-api-key"));
+      bool admin = false;
+      for (const auto& k : admin_keys_) admin |= !key.empty() && SameKey(key, k);
+      if (admin) return httplib::Server::HandlerResponse::Unhandled;
+      if (!key.empty() && Authorized(req.get_header_value("Authorization"), req.get_header_value("x-api-key"))) {
+        Apply(ErrorResponse(HttpError{403, req.path + " needs an admin key (--admin-keys)", "invalid_request_error",
+                                      "forbidden"},
+                            FlavorOf(req.path)),
+              res);
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    } else if (Authorized(req.get_header_value("Authorization"), req.get_header_value("x-api-key"))) {
       return httplib::Server::HandlerResponse::Unhandled;
     }
     HttpError e{401, "invalid or missing API key (send Authorization: Bearer <key>, or x-api-key: <key>)",

@@ -51,6 +51,10 @@ class HttpServer {
     routes_json_ = std::move(routes_json);
     router_metrics_ = std::move(metrics);
   }
+  // With admin keys (set before Run), only they reach the admin endpoints:
+  // /hone/load, /hone/unload, /hone/spend, /hone/routes/canary. They are
+  // API keys too. Without, any API key does.
+  void SetAdminKeys(std::vector<std::string> keys) { admin_keys_ = std::move(keys); }
   // GET /hone/spend answers spend_json() (set before Run; unset: 404).
   void SetSpendView(std::function<std::string()> spend_json) { spend_json_ = std::move(spend_json); }
   // POST /hone/routes/canary {"route": ..., "action": "status|promote|rollback"}.
@@ -65,6 +69,7 @@ class HttpServer {
 
   const serve::ServeConfig config_;
   const std::vector<std::string> api_keys_;
+  std::vector<std::string> admin_keys_;  // set before Run, then read only
   const uint64_t max_body_;
   OriginPolicy origins_;  // set in the constructor, read-only after
   Driver driver_;

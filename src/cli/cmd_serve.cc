@@ -99,6 +99,8 @@ int Serve(const ServeArgs& a) {
   if (!max_body) return Fail("max-body: " + max_body.error().message, 2);
   auto keys = serve::LoadApiKeys(c);
   if (!keys) return Fail(keys.error().ToString(), 2);
+  auto admin_keys = serve::LoadAdminKeys(c);
+  if (!admin_keys) return Fail(admin_keys.error().ToString(), 2);
   auto registry = serve::Registry::Build(c.models_dir, c.models, c.aliases);
   if (!registry) return Fail(registry.error().ToString(), 2);
   for (const auto& p : c.pinned) {
@@ -144,6 +146,7 @@ int Serve(const ServeArgs& a) {
   }
   serve::Backend& backend = router ? static_cast<serve::Backend&>(*router) : local;
   api::HttpServer server(c, *keys, *max_body, backend, pool, metrics);
+  server.SetAdminKeys(*admin_keys);
   if (router) {
     server.SetRouterViews([&router] { return router->RoutesJson(); },
                           [&router](std::string* out) { router->RenderMetrics(out); });

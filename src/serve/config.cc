@@ -102,6 +102,10 @@ const std::vector<Setting>& Settings() {
        [](ServeConfig& c, const std::string& v) { return c.api_key_file = v, Status::Ok(); }},
       {"api-keys", "Comma-separated API keys (prefer the file or HONE_API_KEYS)",
        [](ServeConfig& c, const std::string& v) { return c.api_keys = v, Status::Ok(); }},
+      {"admin-key-file", "File of admin keys (load, unload, spend, canary); default: any API key",
+       [](ServeConfig& c, const std::string& v) { return c.admin_key_file = v, Status::Ok(); }},
+      {"admin-keys", "Comma-separated admin keys (prefer the file or HONE_ADMIN_KEYS)",
+       [](ServeConfig& c, const std::string& v) { return c.admin_keys = v, Status::Ok(); }},
       {"cors-origin", "Allowed CORS origin (default: CORS off)",
        [](ServeConfig& c, const std::string& v) { return c.cors_origin = v, Status::Ok(); }},
       {"allowed-hosts",
@@ -206,19 +210,28 @@ Result<uint64_t> ParseBytes(const std::string& text) {
   return static_cast<uint64_t>(v * mul);
 }
 
-Result<std::vector<std::string>> LoadApiKeys(const ServeConfig& c) {
-  std::vector<std::string> keys = SplitComma(c.api_keys);
-  if (!c.api_key_file.empty()) {
-    std::ifstream f(c.api_key_file);
-    if (!f) return MakeError(ErrorCode::kNotFound, "cannot read the API key file " + c.api_key_file);
+namespace {
+Result<std::vector<std::string>> LoadKeys(const std::string& list, const std::string& file, const char* what) {
+  std::vector<std::string> keys = SplitComma(list);
+  if (!file.empty()) {
+    std::ifstream f(file);
+    if (!f) return MakeError(ErrorCode::kNotFound, std::string("cannot read the ") + what + " file " + file);
     for (std::string line; std::getline(f, line);) {
       while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
       if (!line.empty() && line[0] != '#') keys.push_back(line);
     }
-    if (keys.empty())
-      return MakeError(ErrorCode::kInvalidArgument, "the API key file " + c.api_key_file + " has no keys");
+    if (keys.empty()) return MakeError(ErrorCode::kInvalidArgument, std::string("the ") + what + " file " + file + " has no keys");
   }
   return keys;
+}
+}  // namespace
+
+Result<std::vector<std::string>> LoadApiKeys(const ServeConfig& c) {
+  return LoadKeys(c.api_keys, c.api_key_file, "API key");
+}
+
+Result<std::vector<std::string>> LoadAdminKeys(const ServeConfig& c) {
+  return LoadKeys(c.admin_keys, c.admin_key_file, "admin key");
 }
 
 std::string DefaultStateDir() {

@@ -36,6 +36,8 @@ struct ServeConfig {
   std::string max_body = "8M";
   std::string api_key_file;                    // one key per line
   std::string api_keys;                        // comma-separated (HONE_API_KEYS); prefer the file
+  std::string admin_key_file;                  // keys for the admin endpoints, one per line
+  std::string admin_keys;                      // comma-separated (HONE_ADMIN_KEYS)
   std::string cors_origin;                     // empty = CORS off
   std::string allowed_hosts;                   // comma-separated Host names beyond loopback ones
   std::string allowed_origins;                 // comma-separated web origins beyond loopback ones
@@ -67,5 +69,8 @@ std::vector<std::string> SplitComma(const std::string& s);
 Result<uint64_t> ParseBytes(const std::string& text);
 // Keys from api_key_file and api_keys; empty = no authentication.
 Result<std::vector<std::string>> LoadApiKeys(const ServeConfig& c);
+// Keys from admin_key_file and admin_keys: with any, only they reach the admin
+// endpoints (load, unload, spend, canary commands); empty = any API key does.
+Result<std::vector<std::string>> LoadAdminKeys(const ServeConfig& c);
 
 }  // namespace hone::serve
