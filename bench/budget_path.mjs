@@ -47,14 +47,14 @@ const md = [
   `- date: ${new Date().toISOString()}`,
   `- machine: ${info.cpu_model}, ${info.logical_cpus} CPUs`,
   '- one request = Spend::Reserve (worst case held on a global monthly budget and an upstream\'s monthly and daily caps, one transaction) + Spend::Settle (the ledger row, spend added, hold released, one transaction)',
-  `- ${REPS} repetitions per cell; mean ± 95% CI over repetitions; SQLite in WAL mode (synchronous=NORMAL, checkpoints off the request path); PostgreSQL 15 on a Unix socket, fsync off (a throwaway cluster), 8 connections per process`,
+  `- ${REPS} repetitions per cell; mean ± 95% CI over repetitions; SQLite in WAL mode (synchronous=NORMAL, checkpoints off the request path), owned by the process: its holds are in memory and only the settle writes; PostgreSQL 15 on a Unix socket, fsync off (a throwaway cluster), 8 connections per process, holds in the database`,
   '- command: `node bench/budget_path.mjs`',
   '',
   '| ledger | clients | p50 ms | p99 ms | requests/s |',
   '|---|---|---|---|---|',
   ...rows.map((r) => `| ${r.ledger} | ${r.clients} | ${f(r.p50_ms)} | ${f(r.p99_ms)} | ${r.requests_per_s.mean.toFixed(0)} |`),
   '',
-  'At 64 clients every request updates the same budget rows, so the ledger serialises them: the p99 is the queue behind 63 others, not the cost of one.',
+  'At 64 clients every request updates the same budget rows, so the ledger serialises them (in arrival order): the p99 is the queue behind 63 others, not the cost of one.',
 ];
 fs.writeFileSync(base + '.md', md.join('\n') + '\n');
 fs.writeFileSync(base + '.json', JSON.stringify({ machine: info.cpu_model, rows }, null, 2));

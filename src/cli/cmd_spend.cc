@@ -59,7 +59,7 @@ int Run(const SpendArgs& a) {
   const std::string state_dir =
       !a.state_dir.empty() ? a.state_dir : !sc.state_dir.empty() ? sc.state_dir : serve::DefaultStateDir();
   if (Status tz = route::SetLedgerTimeZone(rc.spend.timezone); !tz) return Fail(tz.error().ToString(), 2);
-  auto spend = route::Spend::Open(rc.spend, state_dir);
+  auto spend = route::Spend::Open(rc.spend, state_dir, /*serving=*/false);
   if (!spend) return Fail(spend.error().ToString(), 1);
   if (a.csv) {
     const std::string month = a.month.empty() ? route::PeriodsAt(static_cast<double>(std::time(nullptr))).month : a.month;

@@ -138,8 +138,17 @@ Status Ledger::Reserve(const std::string& id, int64_t amount, std::vector<Budget
   });
 }
 
+Status Ledger::ResetReservations() {
+  SqlConn& c = *conn_;
+  return c.Transaction([&]() -> Status {
+    if (auto r = c.Exec("DELETE FROM reservations", {}); !r) return r.error();
+    if (auto r = c.Exec("UPDATE budget_usage SET reserved = 0 WHERE reserved <> 0", {}); !r) return r.error();
+    return Status::Ok();
+  });
+}
+
 Result<bool> Ledger::Settle(const LedgerEntry& e, const std::vector<BudgetPeriod>& parts,
-                            std::vector<int64_t>* spent_after) {
+                            std::vector<int64_t>* spent_after, bool held_here) {
   SqlConn& c = *conn_;
   bool inserted = false;
   std::vector<BudgetPeriod> sorted = parts;
@@ -157,7 +166,8 @@ Result<bool> Ledger::Settle(const LedgerEntry& e, const std::vector<BudgetPeriod
     inserted = !ins->empty();
     if (!inserted) return Status::Ok();  // settled before: idempotent
     std::string held_parts;
-    auto held = TakeReservation(c, e.id, &held_parts);
+    Result<int64_t> held = int64_t{0};
+    if (held_here) held = TakeReservation(c, e.id, &held_parts);
     if (!held) return held.error();
     // One upsert over every period: the cost added, this request's hold
     // given back (0 when it expired meanwhile: the sweep gave it back).

@@ -77,8 +77,13 @@ class Ledger {
   // Writes the entry and adds its cost to `parts`' spent, releasing the
   // reservation `entry.id` (if it has not expired). Returns false when that id
   // was already settled: nothing changes. `spent_after`: each part's spent.
+  // `held_here`: false when the caller kept the reservation itself (Spend's
+  // in-memory holds on a SQLite ledger it owns); nothing is looked up then.
   Result<bool> Settle(const LedgerEntry& entry, const std::vector<BudgetPeriod>& parts,
-                      std::vector<int64_t>* spent_after = nullptr);
+                      std::vector<int64_t>* spent_after = nullptr, bool held_here = true);
+  // Drops every reservation (an owner that just started: they are a dead
+  // process's) and zeroes what they held.
+  Status ResetReservations();
   // Gives back a reservation that cost nothing (the request never ran).
   Status Release(const std::string& id);
   // Moves the expiry of reservations still in use (their process is alive).

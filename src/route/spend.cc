@@ -1,6 +1,12 @@
 #include "route/spend.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <cmath>
 #include <cstdio>
@@ -110,8 +116,10 @@ std::string FormatMoney(int64_t micro) {
   return buf;
 }
 
-Result<std::unique_ptr<Spend>> Spend::Open(const SpendConfig& config, const std::string& state_dir) {
+Result<std::unique_ptr<Spend>> Spend::Open(const SpendConfig& config, const std::string& state_dir,
+                                           bool serving) {
   std::unique_ptr<SqlConn> conn;
+  int lock_fd = -1;
   if (config.ledger == "postgres") {
     auto c = OpenPostgres(config.postgres_url);
     if (!c) return c.error();
@@ -120,17 +128,46 @@ Result<std::unique_ptr<Spend>> Spend::Open(const SpendConfig& config, const std:
     std::error_code ec;
     std::filesystem::create_directories(state_dir, ec);
     if (ec) return MakeError(ErrorCode::kIo, "cannot create the state folder " + state_dir + ": " + ec.message());
+    if (serving) {
+      const std::string lock = state_dir + "/ledger.lock";
+      lock_fd = open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+      if (lock_fd < 0) return MakeError(ErrorCode::kIo, "cannot open " + lock + ": " + std::strerror(errno));
+      if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        close(lock_fd);
+        return MakeError(ErrorCode::kUnavailable,
+                         "the ledger in " + state_dir +
+                             " is in use by another hone serve; give each server its own --state-dir, or share "
+                             "budgets between servers through PostgreSQL ([spend] ledger = \"postgres\")");
+      }
+    }
     auto c = OpenSqlite(state_dir + "/ledger.db");
-    if (!c) return c.error();
+    if (!c) {
+      if (lock_fd >= 0) close(lock_fd);
+      return c.error();
+    }
     conn = std::move(*c);
   }
   auto ledger = Ledger::Open(std::move(conn));
-  if (!ledger) return ledger.error();
-  return std::unique_ptr<Spend>(new Spend(config, std::move(*ledger)));
+  if (!ledger) {
+    if (lock_fd >= 0) close(lock_fd);
+    return ledger.error();
+  }
+  const bool in_memory = lock_fd >= 0;
+  // This process owns the file: any reservation in it is a dead process's.
+  if (in_memory)
+    if (Status s = (*ledger)->ResetReservations(); !s) {
+      close(lock_fd);
+      return s.error();
+    }
+  return std::unique_ptr<Spend>(new Spend(config, std::move(*ledger), in_memory, lock_fd));
 }
 
-Spend::Spend(SpendConfig config, std::unique_ptr<Ledger> ledger)
-    : config_(std::move(config)), ledger_(std::move(ledger)), id_prefix_("sp-" + RandomHex(6) + "-") {
+Spend::Spend(SpendConfig config, std::unique_ptr<Ledger> ledger, bool holds_in_memory, int lock_fd)
+    : config_(std::move(config)),
+      ledger_(std::move(ledger)),
+      holds_in_memory_(holds_in_memory),
+      lock_fd_(lock_fd),
+      id_prefix_("sp-" + RandomHex(6) + "-") {
   if (!config_.alert_webhook.empty()) hook_thread_ = std::thread([this] { WebhookLoop(); });
 }
 
@@ -141,6 +178,32 @@ Spend::~Spend() {
   }
   hook_cv_.notify_all();
   if (hook_thread_.joinable()) hook_thread_.join();
+  if (lock_fd_ >= 0) close(lock_fd_);
+}
+
+Status Spend::ReserveInMemory(const std::vector<BudgetPeriod>& parts, int64_t amount, BudgetPeriod* refused) {
+  std::lock_guard<std::mutex> lock(mem_mu_);
+  for (const BudgetPeriod& p : parts) {
+    Held& h = mem_[{p.budget, p.period}];
+    if (!h.loaded) {  // the first use of this period in this process: its spend so far
+      auto u = ledger_->Usage({p.period});
+      if (!u) return u.error();
+      for (const BudgetUsage& x : *u)
+        if (x.budget == p.budget) h.spent = x.spent;
+      h.loaded = true;
+    }
+    if (h.spent + h.reserved + amount > p.cap) {
+      *refused = p;
+      return MakeError(ErrorCode::kRateLimited, "budget '" + p.budget + "' " + p.period + " is spent");
+    }
+  }
+  for (const BudgetPeriod& p : parts) mem_[{p.budget, p.period}].reserved += amount;
+  return Status::Ok();
+}
+
+void Spend::UnreserveInMemory(const std::vector<BudgetPeriod>& parts, int64_t amount) {
+  std::lock_guard<std::mutex> lock(mem_mu_);
+  for (const BudgetPeriod& p : parts) mem_[{p.budget, p.period}].reserved -= amount;
 }
 
 std::vector<BudgetPeriod> Spend::PartsFor(const std::string& upstream, const std::string& tenant,
@@ -180,7 +243,9 @@ Result<std::shared_ptr<SpendHold>> Spend::Reserve(const std::string& route, cons
   // against the budgets when it settles.
   if (hold->reserved > 0 && !hold->parts.empty()) {
     BudgetPeriod refused;
-    Status s = ledger_->Reserve(hold->id, hold->reserved, hold->parts, now + config_.reservation_ttl_s, &refused);
+    Status s = holds_in_memory_
+                   ? ReserveInMemory(hold->parts, hold->reserved, &refused)
+                   : ledger_->Reserve(hold->id, hold->reserved, hold->parts, now + config_.reservation_ttl_s, &refused);
     if (!s) {
       if (s.error().code != ErrorCode::kRateLimited) {
         std::lock_guard<std::mutex> lock(mu_);
@@ -244,8 +309,16 @@ void Spend::Settle(SpendHold& hold, const serve::Usage& usage, bool estimated, c
   // A ledger that is down for a moment must not lose the row: retried a few
   // times (settling is idempotent), then logged with every field.
   for (int attempt = 0; attempt < 3; ++attempt) {
-    auto r = ledger_->Settle(e, hold.parts, &spent);
+    auto r = ledger_->Settle(e, hold.parts, &spent, !holds_in_memory_);
     if (r) {
+      if (holds_in_memory_) {
+        std::lock_guard<std::mutex> lock(mem_mu_);
+        for (size_t i = 0; i < hold.parts.size(); ++i) {
+          Held& h = mem_[{hold.parts[i].budget, hold.parts[i].period}];
+          h.reserved -= hold.reserved;
+          if (*r && i < spent.size()) h.spent = spent[i], h.loaded = true;  // the ledger's total, all writers
+        }
+      }
       std::lock_guard<std::mutex> lock(mu_);
       spent_by_upstream_[hold.upstream] += Money(e.cost);
       break;
@@ -259,6 +332,16 @@ void Spend::Settle(SpendHold& hold, const serve::Usage& usage, bool estimated, c
                    e.id.c_str(), r.error().message.c_str(), e.route.c_str(), e.upstream.c_str(), e.model.c_str(),
                    e.tenant.c_str(), static_cast<long long>(e.prompt_tokens),
                    static_cast<long long>(e.completion_tokens), FormatMoney(e.cost).c_str());
+      if (holds_in_memory_) {
+        // The row is lost, but not the money: the cost still counts against
+        // the budgets for as long as this process runs.
+        std::lock_guard<std::mutex> mem(mem_mu_);
+        for (const BudgetPeriod& p : hold.parts) {
+          Held& h = mem_[{p.budget, p.period}];
+          h.reserved -= hold.reserved;
+          h.spent += e.cost;
+        }
+      }
       return;
     }
   }
@@ -274,6 +357,7 @@ void Spend::Release(SpendHold& hold) {
     live_.erase(hold.id);
   }
   if (hold.reserved == 0) return;
+  if (holds_in_memory_) return UnreserveInMemory(hold.parts, hold.reserved);
   if (Status s = ledger_->Release(hold.id); !s) {
     std::lock_guard<std::mutex> lock(mu_);
     ++ledger_errors_;
@@ -394,6 +478,7 @@ void Spend::Tick() {
   // TTL before it would pass: a long stream keeps its reservation, and only
   // what a dead process left runs out.
   const double now = Now();
+  if (holds_in_memory_) return;  // nothing of this process's is held in the file
   if (now - last_renew_ >= config_.reservation_ttl_s / 3) {
     last_renew_ = now;
     std::vector<std::string> live;
@@ -410,6 +495,22 @@ void Spend::Tick() {
   if (freed && *freed > 0)
     std::fprintf(stderr, "[hone] ledger: freed %d expired reservation part(s) left by a process that stopped\n",
                  *freed);
+}
+
+std::map<std::string, BudgetUsage> Spend::UsageNow(const PeriodKeys& keys) {
+  std::map<std::string, BudgetUsage> by;
+  if (auto usage = ledger_->Usage({"M:" + keys.month, "D:" + keys.day}); usage)
+    for (const BudgetUsage& u : *usage) by[u.budget + "|" + u.period] = u;
+  if (holds_in_memory_) {  // the holds are this process's, in memory
+    std::lock_guard<std::mutex> lock(mem_mu_);
+    for (const auto& [key, h] : mem_) {
+      BudgetUsage& u = by[key.first + "|" + key.second];
+      u.budget = key.first;
+      u.period = key.second;
+      u.reserved = h.reserved;
+    }
+  }
+  return by;
 }
 
 std::string Spend::Json(const std::string& for_month) {
@@ -442,10 +543,7 @@ std::string Spend::Json(const std::string& for_month) {
   } else {
     out["error"] = totals.error().message;
   }
-  auto usage = ledger_->Usage({"M:" + keys.month, "D:" + keys.day});
-  std::map<std::string, BudgetUsage> by;
-  if (usage)
-    for (const BudgetUsage& u : *usage) by[u.budget + "|" + u.period] = u;
+  std::map<std::string, BudgetUsage> by = UsageNow(keys);
   json budgets = json::array();
   for (const BudgetConfig& b : config_.budgets) {
     json j = {{"name", b.name},
@@ -469,9 +567,15 @@ std::string Spend::Json(const std::string& for_month) {
     budgets.push_back(std::move(j));
   }
   out["budgets"] = std::move(budgets);
-  if (auto f = ledger_->InFlight(now); f) out["reservations_in_flight"] = {{"count", f->first}, {"amount", Money(f->second)}};
   json held = json::array();
-  if (auto h = ledger_->HeldReservations(); h)
+  if (holds_in_memory_) {
+    std::lock_guard<std::mutex> lock(mu_);
+    out["reservations_in_flight"] = {{"count", live_.size()}, {"held_in", "memory"}};
+    for (const std::string& id : live_) held.push_back({{"id", id}});
+  } else if (auto f = ledger_->InFlight(now); f) {
+    out["reservations_in_flight"] = {{"count", f->first}, {"amount", Money(f->second)}};
+  }
+  if (auto h = holds_in_memory_ ? Result<std::vector<Ledger::Held>>(std::vector<Ledger::Held>{}) : ledger_->HeldReservations(); h)
     for (const Ledger::Held& r : *h)
       held.push_back({{"id", r.id}, {"amount", Money(r.amount)}, {"expires_in_s", std::max(0.0, r.expires - now)}});
   out["reservations"] = std::move(held);
@@ -480,10 +584,7 @@ std::string Spend::Json(const std::string& for_month) {
 
 void Spend::RenderMetrics(std::string* out) {
   const PeriodKeys keys = PeriodsAt(Now());
-  auto usage = ledger_->Usage({"M:" + keys.month, "D:" + keys.day});
-  std::map<std::string, BudgetUsage> by;
-  if (usage)
-    for (const BudgetUsage& u : *usage) by[u.budget + "|" + u.period] = u;
+  std::map<std::string, BudgetUsage> by = UsageNow(keys);
   std::string spent, remaining, reserved, cap;
   for (const BudgetConfig& b : config_.budgets) {
     for (auto [window, limit, period] : {std::tuple{"monthly", b.monthly, "M:" + keys.month},

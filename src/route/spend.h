@@ -65,7 +65,12 @@ std::string FormatMoney(int64_t micro);  // "12.345678" -> "12.35" style, 2+ dec
 class Spend {
  public:
   // Opens the ledger: SQLite at state_dir/ledger.db, or PostgreSQL.
-  static Result<std::unique_ptr<Spend>> Open(const SpendConfig& config, const std::string& state_dir);
+  // `serving`: for hone serve. A SQLite ledger is then owned by this process
+  // (an exclusive lock on state_dir/ledger.lock; a second server on the same
+  // folder is refused) and its reservations are kept in memory: they cost no
+  // write, and they end with the process. hone spend opens it without.
+  static Result<std::unique_ptr<Spend>> Open(const SpendConfig& config, const std::string& state_dir,
+                                             bool serving = true);
   ~Spend();
 
   // Holds the worst case of a request to a priced target. Free targets get
@@ -93,15 +98,28 @@ class Spend {
   void RenderMetrics(std::string* out);
 
  private:
-  Spend(SpendConfig config, std::unique_ptr<Ledger> ledger);
+  Spend(SpendConfig config, std::unique_ptr<Ledger> ledger, bool holds_in_memory, int lock_fd);
+  // In-memory reservations (holds_in_memory_): all parts or none.
+  Status ReserveInMemory(const std::vector<BudgetPeriod>& parts, int64_t amount, BudgetPeriod* refused);
+  void UnreserveInMemory(const std::vector<BudgetPeriod>& parts, int64_t amount);
   std::vector<BudgetPeriod> PartsFor(const std::string& upstream, const std::string& tenant,
                                      const PeriodKeys& keys) const;
   void CheckAlerts(const std::vector<BudgetPeriod>& parts, const std::vector<int64_t>& spent);
+  // This period's usage of every budget, "budget|period" -> usage (holds from memory where kept there).
+  std::map<std::string, BudgetUsage> UsageNow(const PeriodKeys& keys);
   void Alert(const BudgetPeriod& p, int64_t spent, double threshold);
   void WebhookLoop();
 
   const SpendConfig config_;
   std::unique_ptr<Ledger> ledger_;
+  const bool holds_in_memory_;
+  const int lock_fd_;  // the SQLite ledger's owner lock (-1: none); closed with the process
+  struct Held {
+    bool loaded = false;  // spent read from the ledger
+    int64_t spent = 0, reserved = 0;
+  };
+  std::mutex mem_mu_;
+  std::map<std::pair<std::string, std::string>, Held> mem_;  // GUARDED_BY(mem_mu_): (budget, period)
   std::atomic<uint64_t> seq_{0};
   uint64_t ticks_ = 0;      // Tick's own (one thread)
   double last_renew_ = 0;   // Tick's own
