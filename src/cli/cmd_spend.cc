@@ -2,6 +2,7 @@
 // writes (the same numbers as GET /hone/spend): month-to-date totals by
 // upstream, tenant, route and day, and each budget's state. --json for
 // scripts, --csv for every ledger row (accounting exports).
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -122,8 +123,15 @@ Runner AddSpendCommand(CLI::App& app) {
   cmd->add_flag("--json", a->json, "Print JSON (the same as GET /hone/spend)");
   cmd->add_flag("--csv", a->csv, "Print every ledger row of the month as CSV");
   return [a]() -> int {
-    if (!a->month.empty() && (a->month.size() != 7 || a->month[4] != '-'))
-      return Fail("--month must look like 2026-12", 2);
+    const std::string& m = a->month;
+    const auto digits = [&](size_t from, size_t to) {
+      for (size_t i = from; i < to; ++i)
+        if (!std::isdigit(static_cast<unsigned char>(m[i]))) return false;
+      return true;
+    };
+    if (!m.empty() && (m.size() != 7 || m[4] != '-' || !digits(0, 4) || !digits(5, 7) || m.substr(5) < "01" ||
+                       m.substr(5) > "12"))
+      return Fail("--month must look like 2026-12, not '" + m + "'", 2);
     return Run(*a);
   };
 }

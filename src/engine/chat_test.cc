@@ -19,6 +19,19 @@ std::shared_ptr<Model> Tiny() {
   return m.ok() ? *m : nullptr;
 }
 
+ChatInput OrderQuestion();
+
+// A parser for the order question's plan on the tiny Qwen2.5-shaped model.
+std::unique_ptr<ChatOutputParser> OrderParser() {
+  auto model = Tiny();
+  if (!model) return nullptr;
+  auto t = ChatTemplate::ForModel(*model);
+  if (!t.ok()) return nullptr;
+  auto plan = (*t)->Render(OrderQuestion());
+  if (!plan.ok()) return nullptr;
+  return std::make_unique<ChatOutputParser>(*plan);
+}
+
 ChatInput OrderQuestion() {
   ChatInput in;
   in.turns = {{"system", "You are a support bot.", {}, "", ""}, {"user", "Where is order 42?", {}, "", ""}};
@@ -98,13 +111,9 @@ TEST(ChatTemplate, ConcurrentRendersAllGiveTheSamePrompt) {
 }
 
 TEST(ChatOutputParser, StreamedPiecesReassembleIntoContentAndOneCall) {
-  auto model = Tiny();
-  ASSERT_TRUE(model);
-  auto t = ChatTemplate::ForModel(*model);
-  ASSERT_TRUE(t.ok());
-  auto plan = (*t)->Render(OrderQuestion());
-  ASSERT_TRUE(plan.ok());
-  ChatOutputParser parser(*plan);
+  std::unique_ptr<ChatOutputParser> made = OrderParser();
+  ASSERT_TRUE(made);
+  ChatOutputParser& parser = *made;
   const std::string out =
       "Let me check.<tool_call>\n{\"name\": \"lookup_order\", \"arguments\": {\"order_id\": "
       "42}}\n</tool_call>";
@@ -132,13 +141,9 @@ TEST(ChatOutputParser, StreamedPiecesReassembleIntoContentAndOneCall) {
 }
 
 TEST(ChatOutputParser, PlainTextWithoutACallIsAllContent) {
-  auto model = Tiny();
-  ASSERT_TRUE(model);
-  auto t = ChatTemplate::ForModel(*model);
-  ASSERT_TRUE(t.ok());
-  auto plan = (*t)->Render(OrderQuestion());
-  ASSERT_TRUE(plan.ok());
-  ChatOutputParser parser(*plan);
+  std::unique_ptr<ChatOutputParser> made = OrderParser();
+  ASSERT_TRUE(made);
+  ChatOutputParser& parser = *made;
   std::string content;
   for (const auto& d : parser.Push("Your order <is> on its way")) content += d.content;
   for (const auto& d : parser.Finish()) content += d.content;

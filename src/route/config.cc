@@ -409,11 +409,12 @@ Result<RouterConfig> ParseRouterConfig(const std::string& text, const std::strin
     if (Status s = GetSeconds(*ct, "ttl", at, &c.cache.ttl_s); !s) return s.error();
     if (const toml::node* n = ct->get("max_bytes")) {
       if (auto i = n->value<int64_t>()) {
-        if (*i < 1) return Bad(at, "max_bytes must be positive");
+        if (*i < 4096) return Bad(at, "max_bytes must be at least 4096");
         c.cache.max_bytes = static_cast<uint64_t>(*i);
       } else if (auto str = n->value<std::string>()) {
         auto b = serve::ParseBytes(*str);
         if (!b) return Bad(at, "max_bytes: " + b.error().message);
+        if (*b < 4096) return Bad(at, "max_bytes must be at least 4096");
         c.cache.max_bytes = *b;
       } else {
         return Bad(at, "max_bytes must be a size like \"64M\"");

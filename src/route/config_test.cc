@@ -195,6 +195,7 @@ TEST(RouterConfig, SpendCacheAndCanaryMistakesAreNamed) {
       {up + route + "canary={ target='c:m2', min_requests=0 }\n", "min_requests must be at least 1"},
       {up + route + "canary='c:m2'\n", "must be an inline table"},
       {"[cache]\nmax_bytes='lots'\n", "max_bytes"},
+      {"[cache]\nmax_bytes=0\n", "at least 4096"},
       {up + "price_output_per_m=-2\n", "prices must not be negative"},
   };
   for (const Case& c : cases) {

@@ -7,14 +7,20 @@
 
 namespace hone::route {
 
-std::string KeyFingerprint(const std::string& key) {
+std::string Sha256Hex(const std::string& text) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int n = 0;
-  EVP_Digest(key.data(), key.size(), md, &n, EVP_sha256(), nullptr);
-  char hex[9];
-  std::snprintf(hex, sizeof hex, "%02x%02x%02x%02x", md[0], md[1], md[2], md[3]);
-  return std::string("key-") + hex;
+  EVP_Digest(text.data(), text.size(), md, &n, EVP_sha256(), nullptr);
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < n; ++i) {
+    out += kHex[md[i] >> 4];
+    out += kHex[md[i] & 15];
+  }
+  return out;
 }
+
+std::string KeyFingerprint(const std::string& key) { return "key-" + Sha256Hex(key).substr(0, 8); }
 
 const char* KeyHealthName(KeyHealth h) {
   switch (h) {

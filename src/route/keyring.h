@@ -14,6 +14,8 @@ namespace hone::route {
 
 // "key-" + the first 8 hex digits of the key's SHA-256.
 std::string KeyFingerprint(const std::string& key);
+// The SHA-256 of `text` in lower-case hex (64 digits).
+std::string Sha256Hex(const std::string& text);
 
 enum class KeyHealth { kOk, kCooling, kRevoked };
 const char* KeyHealthName(KeyHealth h);  // "ok", "cooling", "revoked"

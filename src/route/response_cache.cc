@@ -1,26 +1,13 @@
 #include "route/response_cache.h"
 
-#include <openssl/evp.h>
-
 #include <nlohmann/json.hpp>
+
+#include "route/keyring.h"
 
 namespace hone::route {
 namespace {
 
 using Kind = serve::CompletionEvent::Kind;
-
-std::string Sha256Hex(const std::string& text) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  EVP_Digest(text.data(), text.size(), md, &n, EVP_sha256(), nullptr);
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < n; ++i) {
-    out += kHex[md[i] >> 4];
-    out += kHex[md[i] & 15];
-  }
-  return out;
-}
 
 template <class T>
 nlohmann::json Opt(const std::optional<T>& v) {

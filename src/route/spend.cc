@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "engine/utf8.h"
 #include "route/route_metrics.h"
 
 namespace hone::route {
@@ -46,26 +47,10 @@ std::string RandomHex(int bytes) {
 
 double Money(int64_t micro) { return static_cast<double>(micro) / 1e6; }
 
-// At most `max` bytes of valid UTF-8: an upstream's error text may be cut in
+// Valid UTF-8, at most ~300 bytes: an upstream's error text may be cut in
 // the middle of a character, and PostgreSQL refuses invalid text (the row
 // would be lost).
-std::string CleanText(const std::string& s, size_t max = 300) {
-  std::string out;
-  for (size_t i = 0; i < s.size() && out.size() < max;) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    const size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    bool ok = n > 0 && i + n <= s.size() && c != 0;
-    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
-    if (ok) {
-      out.append(s, i, n);
-      i += n;
-    } else {
-      out += '?';
-      ++i;
-    }
-  }
-  return out;
-}
+std::string CleanText(const std::string& s) { return engine::SanitizeUtf8(std::string_view(s).substr(0, 300)); }
 
 // A series' label set for one budget window.
 std::string BudgetLabels(const std::string& budget, const char* window) {
@@ -126,6 +111,11 @@ Result<std::unique_ptr<Spend>> Spend::Open(const SpendConfig& config, const std:
     conn = std::move(*c);
   } else {
     std::error_code ec;
+    // A reader (hone spend) must not create an empty ledger where none is.
+    if (!serving && !std::filesystem::exists(state_dir + "/ledger.db"))
+      return MakeError(ErrorCode::kNotFound, "no ledger at " + state_dir +
+                                                 "/ledger.db: hone serve writes it once its config has an "
+                                                 "[[upstream]] (give --config or --state-dir)");
     std::filesystem::create_directories(state_dir, ec);
     if (ec) return MakeError(ErrorCode::kIo, "cannot create the state folder " + state_dir + ": " + ec.message());
     if (serving) {

@@ -155,6 +155,11 @@ test('thresholds alert once each (log, metric, webhook), then the spent cap send
   assert.ok(close(budget(cli, 'cloud-month').monthly.spent, billed));
   const csv = execFileSync(HONE, ['spend', '--config', config, '--csv']).toString().trim().split('\n');
   assert.equal(csv.length, 1 + 14);
+  // Where there is no ledger, hone spend says so and creates nothing.
+  const none = path.join(TMP, `spend-none-${process.pid}`);
+  assert.throws(() => execFileSync(HONE, ['spend', '--state-dir', none], { stdio: 'pipe' }),
+    (e) => e.status === 1 && /no ledger at .*ledger\.db/.test(e.stderr.toString()));
+  assert.equal(fs.existsSync(none), false);
   // After a restart the alerts that fired stay fired.
   await s.stop();
   const again = await serve(config);
