@@ -126,6 +126,7 @@ serve::CompletionEvent CachedCompletion::Next(serve::Clock::time_point) {
 
 serve::CompletionEvent RecordingCompletion::Next(serve::Clock::time_point deadline) {
   serve::CompletionEvent e = inner_->Next(deadline);
+  if (cancelled_) whole_ = false;
   if (e.kind == Kind::kIdle || !whole_) return e;
   if (e.kind == Kind::kChoiceEnd) {
     const serve::FinishReason f = e.result.finish;

@@ -15,6 +15,7 @@
 // a route may cache all.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <list>
 #include <memory>
@@ -90,7 +91,7 @@ class CachedCompletion final : public serve::Completion {
   std::shared_ptr<const CachedAnswer> answer_;
   std::string note_;
   size_t next_ = 0;
-  bool cancelled_ = false;
+  std::atomic<bool> cancelled_{false};  // Cancel may come from another thread
 };
 
 // Passes an answer through and, when it ended whole, stores it.
@@ -100,7 +101,7 @@ class RecordingCompletion final : public serve::Completion {
       : inner_(std::move(inner)), cache_(cache), key_(std::move(key)) {}
   serve::CompletionEvent Next(serve::Clock::time_point deadline) override;
   void Cancel() override {
-    whole_ = false;
+    cancelled_ = true;
     inner_->Cancel();
   }
   size_t choices() const override { return inner_->choices(); }
@@ -112,8 +113,9 @@ class RecordingCompletion final : public serve::Completion {
   std::unique_ptr<serve::Completion> inner_;
   ResponseCache* cache_;
   const std::string key_;
-  std::shared_ptr<CachedAnswer> answer_ = std::make_shared<CachedAnswer>();
-  bool whole_ = true;
+  std::shared_ptr<CachedAnswer> answer_ = std::make_shared<CachedAnswer>();  // the reading thread's
+  bool whole_ = true;                      // the reading thread's
+  std::atomic<bool> cancelled_{false};     // Cancel may come from another thread: never stored
 };
 
 }  // namespace hone::route

@@ -44,13 +44,14 @@ void RoutedCompletion::Cancel() {
 serve::CompletionEvent RoutedCompletion::Next(Clock::time_point deadline) {
   for (;;) {
     serve::CompletionEvent e = inner_->Next(deadline);
-    const std::string labels = Labels({{"route", route_->name}, {"target", TargetLabel()}});
+    // Built only where a series is written, not for every token.
+    auto labels = [&] { return Labels({{"route", route_->name}, {"target", TargetLabel()}}); };
     if (e.kind == Kind::kText) {
       if (!first_text_seen_) {
         first_text_seen_ = true;
         const double ttft = std::chrono::duration<double>(Clock::now() - start_).count();
         ttft_s_ = ttft;
-        router_->metrics().Observe(series::kTtft, labels, ttft);
+        router_->metrics().Observe(series::kTtft, labels(), ttft);
         if (predicted_ttft_s_)
           router_->metrics().Observe(series::kTtftError, Labels({{"route", route_->name}}),
                                      *predicted_ttft_s_ - ttft);
@@ -68,7 +69,7 @@ serve::CompletionEvent RoutedCompletion::Next(Clock::time_point deadline) {
     const bool broke =
         r.error && (r.error->code == ErrorCode::kUpstream || r.error->code == ErrorCode::kTimeout);
     if (broke && !cancelled_ && inner_->choices() == 1) {
-      router_->metrics().Add(series::kStreamFailures, labels);
+      router_->metrics().Add(series::kStreamFailures, labels());
       earlier_completion_tokens_ += r.usage.completion_tokens;
       const std::string from = TargetLabel();
       const Error why = *r.error;
@@ -100,7 +101,7 @@ serve::CompletionEvent RoutedCompletion::Next(Clock::time_point deadline) {
     r.usage.completion_tokens += earlier_completion_tokens_;
     r.route = note_;
     const double total = std::chrono::duration<double>(Clock::now() - start_).count();
-    router_->metrics().Observe(series::kLatency, labels, total);
+    router_->metrics().Observe(series::kLatency, labels(), total);
     router_->metrics().Add(series::kRequests,
                            Labels({{"route", route_->name},
                                    {"target", TargetLabel()},
