@@ -70,7 +70,7 @@ async function runSetup(name, toml, up) {
   const sampler = setInterval(async () => {
     try {
       const m = await metricsText(url);
-      running = sum(m, 'hone:num_requests_running');
+      running = sum(m, 'hone_num_requests_running');
       ++samples; if (running > 0) ++busySamples;
     } catch {}
   }, 250);
@@ -113,12 +113,12 @@ async function runSetup(name, toml, up) {
   const seconds = (performance.now() - t0) / 1000;
   clearInterval(sampler);
   const after = await metricsText(url);
-  const localTok = sum(after, 'hone:generation_tokens_total', model) - sum(before, 'hone:generation_tokens_total', model);
+  const localTok = sum(after, 'hone_generation_tokens_total', model) - sum(before, 'hone_generation_tokens_total', model);
   cloudReq = (await up.log()).filter((e) => e.path.endsWith('/chat/completions')).length;
   const log = await up.log();
   const cloudTok = log.reduce((a, e) => a + (e.status === 200 ? Math.min(128, e.max_tokens ?? 128) : 0), 0);
   const predErr = [];
-  for (const line of after.split('\n')) if (line.startsWith('hone:route_ttft_prediction_error_seconds_sum')) predErr.push(line);
+  for (const line of after.split('\n')) if (line.startsWith('hone_route_ttft_prediction_error_seconds_sum')) predErr.push(line);
   proc.kill('SIGTERM');
   const byTarget = {};
   for (const line of logText.split('\n')) {

@@ -8,6 +8,7 @@ PKGS=(
   libgtest-dev libgmock-dev libssl-dev libcurl4-openssl-dev
   libsqlite3-dev libpq-dev postgresql tzdata
   curl clang-format python3
+  prometheus  # promtool: tests lint /metrics with `promtool check metrics`
 )
 missing=()
 # Node.js: any install with npm will do (some images ship NodeSource builds that

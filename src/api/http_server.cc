@@ -97,7 +97,8 @@ HttpServer::HttpServer(const serve::ServeConfig& config, std::vector<std::string
       driver_(backend),
       pool_(pool),
       metrics_(metrics),
-      http_(std::make_unique<httplib::Server>()) {
+      http_(std::make_unique<httplib::Server>()),
+      probe_http_(config.probe_port >= 0 ? std::make_unique<httplib::Server>() : nullptr) {
   origins_.loopback_bind = IsLoopbackName(HostName(config_.host));
   origins_.allowed_hosts = serve::SplitComma(config_.allowed_hosts);
   origins_.allowed_origins = serve::SplitComma(config_.allowed_origins);
@@ -115,9 +116,70 @@ HttpServer::HttpServer(const serve::ServeConfig& config, std::vector<std::string
   http_->set_read_timeout(60, 0);
   http_->set_write_timeout(60, 0);
   Routes();
+  if (probe_http_) ProbeRoutes();
 }
 
-HttpServer::~HttpServer() = default;
+HttpServer::~HttpServer() {
+  if (probe_http_) probe_http_->stop();
+  if (probe_thread_.joinable()) probe_thread_.join();
+}
+
+void HttpServer::Health(httplib::Response& res) const {
+  const bool draining = draining_.load();
+  const bool ok = ready_.load() && !draining;
+  res.status = ok ? 200 : 503;
+  res.set_content(ok         ? R"({"status":"ok"})"
+                  : draining ? R"({"status":"draining"})"
+                             : R"({"status":"starting"})",
+                  "application/json");
+}
+
+void HttpServer::Live(httplib::Response& res) const {
+  // Alive while this process serves HTTP, busy or not, draining or not: a
+  // liveness probe that failed during a long prefill would restart a
+  // healthy server.
+  res.set_content(R"({"status":"alive"})", "application/json");
+}
+
+void HttpServer::WriteMetrics(httplib::Response& res) const {
+  std::string body = metrics_.Render(config_.metrics_compat == "vllm");
+  if (router_metrics_) router_metrics_(&body);
+  res.set_content(body, "text/plain; version=0.0.4");
+}
+
+// The probe port: its own four workers, so probes and scrapes never wait behind
+// streams that hold every API worker. It reads counters only, never a
+// scheduler lock. No key (nothing on it reads or runs a prompt), but the Host
+// and Origin checks hold as on the API port.
+void HttpServer::ProbeRoutes() {
+  httplib::Server& s = *probe_http_;
+  // One request per connection and short timeouts: an idle kept-alive
+  // connection would hold one of the few workers.
+  s.new_task_queue = [] { return new httplib::ThreadPool(4); };
+  s.set_tcp_nodelay(true);
+  s.set_payload_max_length(4096);
+  s.set_read_timeout(2, 0);
+  s.set_write_timeout(5, 0);
+  s.set_keep_alive_max_count(1);
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    auto refused = CheckHost(origins_, req.get_header_value("Host"));
+    if (!refused) refused = CheckOrigin(origins_, req.get_header_value("Origin"));
+    if (!refused) return httplib::Server::HandlerResponse::Unhandled;
+    res.status = 403;
+    res.set_content(nlohmann::json{{"error", *refused}}.dump(), "application/json");
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    res.set_content(nlohmann::json{{"error", "the probe port serves GET /health, /livez and /metrics, not " +
+                                                 req.method + " " + req.path}}
+                        .dump(),
+                    "application/json");
+  });
+  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) { Health(res); });
+  s.Get("/livez", [this](const httplib::Request&, httplib::Response& res) { Live(res); });
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { WriteMetrics(res); });
+}
 
 namespace {
 // Bearer (OpenAI, Ollama) or x-api-key (Anthropic's clients send that).
@@ -165,7 +227,7 @@ void HttpServer::Routes() {
         return httplib::Server::HandlerResponse::Handled;
       }
     }
-    if (req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    if (req.path == "/health" || req.path == "/livez") return httplib::Server::HandlerResponse::Unhandled;
     if (draining_.load()) {
       HttpError e{503, "the server is shutting down; retry on another replica", "server_error", "unavailable",
                   1};
@@ -275,20 +337,9 @@ void HttpServer::Routes() {
       Apply(std::move(out), res);
     };
   };
-  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    const bool draining = draining_.load();
-    const bool ok = ready_.load() && !draining;
-    res.status = ok ? 200 : 503;
-    res.set_content(ok         ? R"({"status":"ok"})"
-                    : draining ? R"({"status":"draining"})"
-                               : R"({"status":"starting"})",
-                    "application/json");
-  });
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    std::string body = metrics_.Render();
-    if (router_metrics_) router_metrics_(&body);
-    res.set_content(body, "text/plain; version=0.0.4");
-  });
+  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) { Health(res); });
+  s.Get("/livez", [this](const httplib::Request&, httplib::Response& res) { Live(res); });
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { WriteMetrics(res); });
   s.Get("/hone/routes", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(routes_json_ ? routes_json_() : R"({"routes":[],"overflow_rate":0})", "application/json");
   });
@@ -363,11 +414,26 @@ Result<int> HttpServer::Bind() {
                                          " (in use, or not an address of this machine)");
   }
   port_ = port;
+  if (probe_http_) {
+    int probe = config_.probe_port == 0 ? probe_http_->bind_to_any_port(config_.host) : config_.probe_port;
+    if (config_.probe_port != 0 && !probe_http_->bind_to_port(config_.host, config_.probe_port)) probe = -1;
+    if (probe <= 0) {
+      return MakeError(ErrorCode::kIo, "cannot listen on " + config_.host + ":" +
+                                           std::to_string(config_.probe_port) + " for --probe-port (in use?)");
+    }
+    probe_port_ = probe;
+    // Probes answer from the moment the ports are bound: /health says
+    // "starting" (503) while models load, /livez 200.
+    probe_thread_ = std::thread([this] { probe_http_->listen_after_bind(); });
+  }
   return port;
 }
 
 void HttpServer::Run() { http_->listen_after_bind(); }
-void HttpServer::Stop() { http_->stop(); }
+void HttpServer::Stop() {
+  http_->stop();
+  if (probe_http_) probe_http_->stop();
+}
 
 int HttpServer::Drain(double timeout_s) {
   draining_.store(true);

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "api/driver.h"
@@ -19,6 +20,7 @@
 
 namespace httplib {
 class Server;
+struct Response;
 }
 
 namespace hone::api {
@@ -31,8 +33,10 @@ class HttpServer {
              serve::Backend& backend, serve::ModelPool& pool, serve::Metrics& metrics);
   ~HttpServer();
 
-  // Binds host:port (port 0: any free port). Returns the port bound.
+  // Binds host:port (port 0: any free port), and the probe port if set, whose
+  // workers start serving at once. Returns the API port bound.
   Result<int> Bind();
+  int probe_port() const { return probe_port_.load(); }  // after Bind; 0 if none
   void Run();  // serves until Stop()
   void Stop();
   // A graceful stop (SIGTERM): /health turns 503 and new requests get 503 at
@@ -63,6 +67,10 @@ class HttpServer {
 
  private:
   void Routes();
+  void ProbeRoutes();
+  void Health(httplib::Response& res) const;
+  void Live(httplib::Response& res) const;
+  void WriteMetrics(httplib::Response& res) const;
   bool Authorized(const std::string& authorization, const std::string& x_api_key) const;
   // The key a request presents (Bearer or x-api-key), as its tenant fingerprint.
   std::string Tenant(const std::string& authorization, const std::string& x_api_key) const;
@@ -76,6 +84,9 @@ class HttpServer {
   serve::ModelPool& pool_;
   serve::Metrics& metrics_;
   std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<httplib::Server> probe_http_;  // null without --probe-port
+  std::thread probe_thread_;                     // runs probe_http_'s listener
+  std::atomic<int> probe_port_{0};
   std::atomic<bool> ready_{false};
   std::atomic<bool> draining_{false};  // Drain began: refuse new requests
   std::atomic<bool> cut_off_{false};   // the drain deadline passed: end what runs

@@ -188,6 +188,9 @@ int Serve(const ServeArgs& a) {
   } else {
     server.SetReady(usable > 0);
   }
+  if (server.probe_port() > 0)
+    std::fprintf(stderr, "hone serve: probes (/health, /livez, /metrics) on http://%s:%d\n", c.host.c_str(),
+                 server.probe_port());
   std::fprintf(stderr, "hone serve: %zu model(s), %d slots x %d ctx; auth %s; listening on http://%s:%d\n",
                registry->entries().size(), c.slots, c.ctx, keys->empty() ? "off" : "on", c.host.c_str(),
                *port);

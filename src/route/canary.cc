@@ -273,26 +273,42 @@ nlohmann::json Canary::Json(double now) const {
           {"baseline", window(baseline_)}};
 }
 
-void Canary::RenderMetrics(std::string* out) const {
+std::string Canary::FamilyHeaderOf(const std::string& family) {
+  if (family == "hone_canary_percent")
+    return serve::FamilyHeader(family, "gauge", "Share of new conversations the candidate takes, percent");
+  if (family == "hone_canary_state")
+    return serve::FamilyHeader(family, "gauge", "Canary state: 0 shadow, 1 ramping, 2 promoted, 3 rolled back");
+  if (family == "hone_canary_answers_total")
+    return serve::FamilyHeader(family, "counter", "Answers per canary arm and outcome");
+  if (family == "hone_canary_decisions_total")
+    return serve::FamilyHeader(family, "counter", "Canary decisions (step, hold, promote, rollback)");
+  return serve::FamilyHeader(family, "gauge", "P99 latency of the canary's current window per arm, seconds");
+}
+
+void Canary::RenderMetrics(Families* out) const {
   std::lock_guard<std::mutex> lock(mu_);
   const std::string r = Labels({{"route", route_}});
-  *out += "hone:canary_percent{" + r + "} " + std::to_string(state_ == State::kShadow ? 0 : PercentLocked()) + "\n";
-  *out += "hone:canary_state{" + r + "} " + std::to_string(static_cast<int>(state_)) + "\n";
+  (*out)["hone_canary_percent"] += "hone_canary_percent{" + r + "} " +
+                                   std::to_string(state_ == State::kShadow ? 0 : PercentLocked()) + "\n";
+  (*out)["hone_canary_state"] += "hone_canary_state{" + r + "} " + std::to_string(static_cast<int>(state_)) + "\n";
   for (int c = 0; c < 2; ++c)
     for (int e = 0; e < 2; ++e)
-      *out += "hone:canary_answers_total{" +
-              Labels({{"route", route_}, {"arm", c ? "candidate" : "baseline"}, {"outcome", e ? "error" : "ok"}}) +
-              "} " + std::to_string(answers_[c][e]) + "\n";
+      (*out)["hone_canary_answers_total"] +=
+          "hone_canary_answers_total{" +
+          Labels({{"route", route_}, {"arm", c ? "candidate" : "baseline"}, {"outcome", e ? "error" : "ok"}}) + "} " +
+          std::to_string(answers_[c][e]) + "\n";
   for (const auto& [d, n] : decisions_)
-    *out += "hone:canary_decisions_total{" + Labels({{"route", route_}, {"decision", d}}) + "} " + std::to_string(n) +
-            "\n";
+    (*out)["hone_canary_decisions_total"] += "hone_canary_decisions_total{" +
+                                             Labels({{"route", route_}, {"decision", d}}) + "} " +
+                                             std::to_string(n) + "\n";
+  std::string& p99 = (*out)["hone_canary_window_p99_seconds"];
   for (int c = 0; c < 2; ++c) {
     const Window& w = c ? candidate_ : baseline_;
     const char* arm = c ? "candidate" : "baseline";
-    *out += "hone:canary_window_p99_seconds{" + Labels({{"route", route_}, {"arm", arm}, {"kind", "ttft"}}) + "} " +
-            std::to_string(P99(w.ttft)) + "\n";
-    *out += "hone:canary_window_p99_seconds{" + Labels({{"route", route_}, {"arm", arm}, {"kind", "total"}}) + "} " +
-            std::to_string(P99(w.total)) + "\n";
+    p99 += "hone_canary_window_p99_seconds{" + Labels({{"route", route_}, {"arm", arm}, {"kind", "ttft"}}) + "} " +
+           std::to_string(P99(w.ttft)) + "\n";
+    p99 += "hone_canary_window_p99_seconds{" + Labels({{"route", route_}, {"arm", arm}, {"kind", "total"}}) + "} " +
+           std::to_string(P99(w.total)) + "\n";
   }
 }
 

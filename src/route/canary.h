@@ -61,7 +61,11 @@ class Canary {
   State state() const;
   double percent() const;  // of new conversations the candidate takes now
   nlohmann::json Json(double now) const;
-  void RenderMetrics(std::string* out) const;
+  // Sample lines by family name; the router gathers every route's lines per
+  // family and writes each family once, after FamilyHeaderOf(name).
+  using Families = std::map<std::string, std::string>;
+  void RenderMetrics(Families* out) const;
+  static std::string FamilyHeaderOf(const std::string& family);
 
  private:
   struct Window {

@@ -13,6 +13,20 @@ std::vector<double> Bounds(const std::string& name) {
   return {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 20, 40, 80, 160};
 }
 
+const char* Help(const std::string& name) {
+  if (name == series::kRequests) return "Routed requests by route, target and outcome";
+  if (name == series::kRetries) return "Retries of an upstream attempt, by reason";
+  if (name == series::kOverflow) return "Requests sent past the local engine, by reason";
+  if (name == series::kRecoveries) return "Broken streams continued on another target";
+  if (name == series::kStreamFailures) return "Streams that broke after their first byte";
+  if (name == series::kKeyRequests) return "Upstream requests by API key fingerprint and outcome";
+  if (name == series::kTtft) return "Time to first token of routed requests, seconds";
+  if (name == series::kLatency) return "Latency of routed requests, seconds";
+  if (name == series::kTtftError) return "Predicted minus actual time to first token of local requests, seconds";
+  if (name == series::kCache) return "Response cache lookups by result";
+  return "hone router series";
+}
+
 }  // namespace
 
 std::string Labels(std::initializer_list<std::pair<const char*, std::string>> kv) {
@@ -20,12 +34,7 @@ std::string Labels(std::initializer_list<std::pair<const char*, std::string>> kv
   for (const auto& [k, v] : kv) {
     if (!out.empty()) out += ',';
     out += k;
-    out += "=\"";
-    for (char c : v) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += c == '\n' ? ' ' : c;
-    }
-    out += '"';
+    out += "=\"" + serve::EscapeLabel(v) + '"';
   }
   return out;
 }
@@ -60,11 +69,11 @@ double RouteMetrics::Get(const char* name, const std::string& labels) const {
 void RouteMetrics::Render(std::string* out) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [name, series] : counters_) {
-    *out += "# TYPE " + name + " counter\n";
+    *out += serve::FamilyHeader(name, "counter", Help(name));
     for (const auto& [labels, v] : series) *out += name + "{" + labels + "} " + Num(v) + "\n";
   }
   for (const auto& [name, series] : histograms_) {
-    *out += "# TYPE " + name + " histogram\n";
+    *out += serve::FamilyHeader(name, "histogram", Help(name));
     for (const auto& [labels, h] : series) h.Render(name, labels, out);
   }
 }

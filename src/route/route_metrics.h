@@ -14,17 +14,17 @@
 namespace hone::route {
 
 namespace series {
-inline constexpr const char* kRequests = "hone:route_requests_total";                // route, target, outcome
-inline constexpr const char* kRetries = "hone:route_retries_total";                  // route, target, reason
-inline constexpr const char* kOverflow = "hone:route_overflow_total";                // route, reason
-inline constexpr const char* kRecoveries = "hone:route_midstream_recoveries_total";  // route, from, to
-inline constexpr const char* kStreamFailures = "hone:route_midstream_failures_total";  // route, target
-inline constexpr const char* kKeyRequests = "hone:route_key_requests_total";    // upstream, key, outcome
-inline constexpr const char* kTtft = "hone:route_time_to_first_token_seconds";  // route, target
-inline constexpr const char* kLatency = "hone:route_request_latency_seconds";   // route, target
+inline constexpr const char* kRequests = "hone_route_requests_total";                // route, target, outcome
+inline constexpr const char* kRetries = "hone_route_retries_total";                  // route, target, reason
+inline constexpr const char* kOverflow = "hone_route_overflow_total";                // route, reason
+inline constexpr const char* kRecoveries = "hone_route_midstream_recoveries_total";  // route, from, to
+inline constexpr const char* kStreamFailures = "hone_route_midstream_failures_total";  // route, target
+inline constexpr const char* kKeyRequests = "hone_route_key_requests_total";    // upstream, key, outcome
+inline constexpr const char* kTtft = "hone_route_time_to_first_token_seconds";  // route, target
+inline constexpr const char* kLatency = "hone_route_request_latency_seconds";   // route, target
 // Predicted minus actual time to first token of local requests, seconds.
-inline constexpr const char* kTtftError = "hone:route_ttft_prediction_error_seconds";  // route
-inline constexpr const char* kCache = "hone:cache_requests_total";  // route, result (hit, miss)
+inline constexpr const char* kTtftError = "hone_route_ttft_prediction_error_seconds";  // route
+inline constexpr const char* kCache = "hone_cache_requests_total";  // route, result (hit, miss)
 }  // namespace series
 
 // {"route", "support"}, {"target", "local:qwen"} -> route="support",target="local:qwen"

@@ -631,36 +631,33 @@ std::string Router::RoutesJson() const {
 void Router::RenderMetrics(std::string* out) const {
   metrics_.Render(out);
   if (spend_) spend_->RenderMetrics(out);
-  std::string canaries;
+  Canary::Families canaries;  // each family's lines over all routes, so each is written once
   for (const std::string& name : route_order_)
     if (const RouteState& st = *routes_.at(name); st.canary) st.canary->RenderMetrics(&canaries);
-  if (!canaries.empty())
-    *out += "# TYPE hone:canary_percent gauge\n# TYPE hone:canary_state gauge\n"
-            "# TYPE hone:canary_answers_total counter\n# TYPE hone:canary_decisions_total counter\n"
-            "# TYPE hone:canary_window_p99_seconds gauge\n" + canaries;
+  for (const auto& [family, lines] : canaries) *out += Canary::FamilyHeaderOf(family) + lines;
   if (cache_) {
     const ResponseCache::Stats s = cache_->stats();
-    *out += "# TYPE hone:cache_bytes gauge\nhone:cache_bytes " + std::to_string(s.bytes) + "\n";
-    *out += "# TYPE hone:cache_entries gauge\nhone:cache_entries " + std::to_string(s.entries) + "\n";
-    *out += "# TYPE hone:cache_evictions_total counter\nhone:cache_evictions_total " + std::to_string(s.evictions) + "\n";
+    *out += serve::FamilyHeader("hone_cache_bytes", "gauge", "Bytes held by the response cache") + "hone_cache_bytes " + std::to_string(s.bytes) + "\n";
+    *out += serve::FamilyHeader("hone_cache_entries", "gauge", "Answers held by the response cache") + "hone_cache_entries " + std::to_string(s.entries) + "\n";
+    *out += serve::FamilyHeader("hone_cache_evictions_total", "counter", "Answers evicted from the response cache") + "hone_cache_evictions_total " + std::to_string(s.evictions) + "\n";
   }
-  *out += "# TYPE hone:route_breaker_state gauge\n";
+  *out += serve::FamilyHeader("hone_route_breaker_state", "gauge", "Circuit breaker per upstream: 0 closed, 1 half-open, 2 open");
   for (const auto& [name, up] : upstreams_) {
     const BreakerState s = up->breaker().state();
-    *out += "hone:route_breaker_state{" + Labels({{"upstream", name}}) + "} " +
+    *out += "hone_route_breaker_state{" + Labels({{"upstream", name}}) + "} " +
             std::to_string(s == BreakerState::kClosed     ? 0
                            : s == BreakerState::kHalfOpen ? 1
                                                           : 2) +
             "\n";
   }
-  *out += "# TYPE hone:route_in_flight gauge\n";
+  *out += serve::FamilyHeader("hone_route_in_flight", "gauge", "Requests in flight per upstream");
   for (const auto& [name, up] : upstreams_)
-    *out += "hone:route_in_flight{" + Labels({{"upstream", name}}) + "} " + std::to_string(up->in_flight()) +
+    *out += "hone_route_in_flight{" + Labels({{"upstream", name}}) + "} " + std::to_string(up->in_flight()) +
             "\n";
-  *out += "# TYPE hone:route_key_healthy gauge\n";
+  *out += serve::FamilyHeader("hone_route_key_healthy", "gauge", "1 while an upstream API key is usable");
   for (const auto& [name, up] : upstreams_)
     for (const KeyView& k : up->keys().Snapshot())
-      *out += "hone:route_key_healthy{" + Labels({{"upstream", name}, {"key", k.fingerprint}}) + "} " +
+      *out += "hone_route_key_healthy{" + Labels({{"upstream", name}, {"key", k.fingerprint}}) + "} " +
               (k.health == KeyHealth::kOk ? "1" : "0") + "\n";
 }
 

@@ -584,31 +584,31 @@ void Spend::RenderMetrics(std::string* out) {
       std::string l = "{";  // (built in steps: GCC 12 warns falsely on "{" + std::string&&)
       l += BudgetLabels(b.name, window);
       l += "}";
-      cap += "hone:budget_cap" + l + " " + std::to_string(Money(limit)) + "\n";
-      spent += "hone:budget_spent" + l + " " + std::to_string(Money(u.spent)) + "\n";
-      reserved += "hone:budget_reserved" + l + " " + std::to_string(Money(u.reserved)) + "\n";
-      remaining += "hone:budget_remaining" + l + " " +
+      cap += "hone_budget_cap" + l + " " + std::to_string(Money(limit)) + "\n";
+      spent += "hone_budget_spent" + l + " " + std::to_string(Money(u.spent)) + "\n";
+      reserved += "hone_budget_reserved" + l + " " + std::to_string(Money(u.reserved)) + "\n";
+      remaining += "hone_budget_remaining" + l + " " +
                    std::to_string(Money(std::max<int64_t>(0, limit - u.spent - u.reserved))) + "\n";
     }
   }
   if (!cap.empty()) {
-    *out += "# TYPE hone:budget_cap gauge\n" + cap;
-    *out += "# TYPE hone:budget_spent gauge\n" + spent;
-    *out += "# TYPE hone:budget_reserved gauge\n" + reserved;
-    *out += "# TYPE hone:budget_remaining gauge\n" + remaining;
+    *out += serve::FamilyHeader("hone_budget_cap", "gauge", "Budget cap, in the price currency") + cap;
+    *out += serve::FamilyHeader("hone_budget_spent", "gauge", "Spent in the budget period") + spent;
+    *out += serve::FamilyHeader("hone_budget_reserved", "gauge", "Held for requests in flight") + reserved;
+    *out += serve::FamilyHeader("hone_budget_remaining", "gauge", "Cap minus spent and reserved") + remaining;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  *out += "# TYPE hone:spend_cost_total counter\n";
+  *out += serve::FamilyHeader("hone_spend_cost_total", "counter", "Cost settled per upstream, in the price currency");
   for (const auto& [up, v] : spent_by_upstream_)
-    *out += "hone:spend_cost_total{" + Labels({{"upstream", up}}) + "} " + std::to_string(v) + "\n";
-  *out += "# TYPE hone:spend_reservations_in_flight gauge\nhone:spend_reservations_in_flight " +
+    *out += "hone_spend_cost_total{" + Labels({{"upstream", up}}) + "} " + std::to_string(v) + "\n";
+  *out += serve::FamilyHeader("hone_spend_reservations_in_flight", "gauge", "Budget holds of requests in flight") + "hone_spend_reservations_in_flight " +
           std::to_string(holds_in_flight_) + "\n";
-  *out += "# TYPE hone:budget_refusals_total counter\n";
+  *out += serve::FamilyHeader("hone_budget_refusals_total", "counter", "Requests a budget refused");
   for (const auto& [b, n] : refusals_by_budget_)
-    *out += "hone:budget_refusals_total{" + Labels({{"budget", b}}) + "} " + std::to_string(n) + "\n";
-  *out += "# TYPE hone:budget_alerts_total counter\n";
-  for (const auto& [l, n] : alerts_by_budget_) *out += "hone:budget_alerts_total{" + l + "} " + std::to_string(n) + "\n";
-  *out += "# TYPE hone:spend_ledger_errors_total counter\nhone:spend_ledger_errors_total " +
+    *out += "hone_budget_refusals_total{" + Labels({{"budget", b}}) + "} " + std::to_string(n) + "\n";
+  *out += serve::FamilyHeader("hone_budget_alerts_total", "counter", "Budget threshold alerts fired");
+  for (const auto& [l, n] : alerts_by_budget_) *out += "hone_budget_alerts_total{" + l + "} " + std::to_string(n) + "\n";
+  *out += serve::FamilyHeader("hone_spend_ledger_errors_total", "counter", "Ledger writes that failed") + "hone_spend_ledger_errors_total " +
           std::to_string(ledger_errors_) + "\n";
 }
 

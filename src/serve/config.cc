@@ -55,6 +55,22 @@ const std::vector<Setting>& Settings() {
            return Status(MakeError(ErrorCode::kInvalidArgument, "port: " + v + " is above 65535"));
          return s;
        }},
+      {"probe-port",
+       "Port for /health, /livez and /metrics alone, served by their own threads and without a key "
+       "(default: off; 0 = any free port)",
+       [](ServeConfig& c, const std::string& v) {
+         Status s = Int("probe-port", v, &c.probe_port, 0);
+         if (s && c.probe_port > 65535)
+           return Status(MakeError(ErrorCode::kInvalidArgument, "probe-port: " + v + " is above 65535"));
+         return s;
+       }},
+      {"metrics-compat", "vllm: /metrics also writes vLLM's names (vllm:num_requests_waiting, ...)",
+       [](ServeConfig& c, const std::string& v) {
+         if (v != "vllm" && v != "none")
+           return Status(MakeError(ErrorCode::kInvalidArgument, "metrics-compat: '" + v + "' is not vllm or none"));
+         c.metrics_compat = v == "none" ? "" : v;
+         return Status::Ok();
+       }},
       {"slots", "Parallel sequences per model (default: a tuned profile's, else 4)",
        [](ServeConfig& c, const std::string& v) {
          c.slots_set = true;

@@ -18,6 +18,8 @@ struct ServeConfig {
   std::vector<std::string> models;  // -m FILE (repeatable)
   std::string host = "127.0.0.1";
   int port = 8080;          // 0: any free port (printed at start)
+  int probe_port = -1;      // /health, /livez, /metrics on their own workers; -1: off, 0: any free port
+  std::string metrics_compat;  // "vllm": also write vllm:-named series for endpoint pickers
   int slots = 4;            // parallel sequences per model
   bool slots_set = false;   // given explicitly (else a tuned profile may choose)
   bool profiles = true;     // apply `hone tune` profiles

@@ -10,18 +10,24 @@ std::string MetricNumber(double v) {
   return buf;
 }
 
+std::string FamilyHeader(const std::string& name, const char* type, const std::string& help) {
+  return "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+std::string EscapeLabel(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c == '\n' ? ' ' : c;
+  }
+  return out;
+}
+
 namespace {
 
 std::string Num(double v) { return MetricNumber(v); }
 
-std::string Label(const std::string& model) {
-  std::string escaped;
-  for (char c : model) {
-    if (c == '"' || c == '\\') escaped += '\\';
-    escaped += c;
-  }
-  return "model_name=\"" + escaped + "\"";
-}
+std::string Label(const std::string& model) { return "model_name=\"" + EscapeLabel(model) + "\""; }
 
 // Latency buckets: 1 ms .. 2 min, roughly the spread vLLM uses.
 std::vector<double> LatencyBuckets() {
@@ -29,15 +35,43 @@ std::vector<double> LatencyBuckets() {
           0.75,  1,     2.5,  5,    7.5,  10,   20,   40,  80,   120};
 }
 
-const char* Help(const std::string& name) {
-  if (name == metric::kTtft) return "Time to first token";
-  if (name == metric::kItl) return "Time between consecutive output tokens";
-  if (name == metric::kE2e) return "End-to-end request latency";
-  if (name == metric::kQueue) return "Time a request waited for a slot";
-  if (name == metric::kLoadSeconds) return "Model load duration";
-  if (name == metric::kUnloadSeconds) return "Model unload duration";
-  return "";
+// What each family means, and whether vLLM has the same series (so that
+// --metrics-compat vllm writes it again as vllm:<name without hone_>).
+struct FamilyInfo {
+  const char* name;
+  const char* help;
+  bool vllm;
+};
+constexpr FamilyInfo kFamilies[] = {
+    {metric::kTtft, "Time to first token of local requests, seconds", true},
+    {metric::kItl, "Time between consecutive output tokens, seconds", true},
+    {metric::kE2e, "End-to-end latency of local requests, seconds", true},
+    {metric::kQueue, "Time a request waited for a slot, seconds", true},
+    {metric::kPromptTokens, "Prompt tokens processed", true},
+    {metric::kGenTokens, "Tokens generated", true},
+    {metric::kRequestSuccess, "Requests that finished", true},
+    {metric::kRunning, "Requests being decoded now", true},
+    {metric::kWaiting, "Requests waiting for a slot", true},
+    {metric::kKvUsage, "Share of KV cache cells in use over all slots, 0 to 1", true},
+    {metric::kPrefixQueries, "Prompt tokens looked up in the prefix cache", true},
+    {metric::kPrefixHits, "Prompt tokens found in the prefix cache", true},
+    {metric::kCacheConfig, "KV cache geometry: block_size tokens per cell, num_blocks cells over all slots", true},
+    {metric::kLoads, "Models loaded", false},
+    {metric::kLoadFailures, "Model loads that failed", false},
+    {metric::kUnloads, "Models unloaded", false},
+    {metric::kLoadSeconds, "Model load duration, seconds", false},
+    {metric::kUnloadSeconds, "Model unload duration, seconds", false},
+    {metric::kRejected, "Requests refused before they ran (busy, too long, unknown model)", false},
+};
+
+const FamilyInfo* Find(const std::string& name) {
+  for (const FamilyInfo& f : kFamilies)
+    if (name == f.name) return &f;
+  return nullptr;
 }
+
+// hone_num_requests_waiting -> vllm:num_requests_waiting
+std::string VllmName(const std::string& name) { return "vllm:" + name.substr(std::string("hone_").size()); }
 
 }  // namespace
 
@@ -98,22 +132,63 @@ double Metrics::Get(const std::string& name, const std::string& model) const {
   return 0;
 }
 
-std::string Metrics::Render() const {
+void Metrics::SetInfo(const std::string& name, const std::string& model, std::map<std::string, std::string> labels) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::string out;
+  if (labels.empty()) {
+    infos_[name].erase(model);
+  } else {
+    infos_[name][model] = std::move(labels);
+  }
+}
+
+// Writes every family, or with only_vllm the ones vLLM has, under their vllm:
+// names. The caller holds mu_.
+void Metrics::RenderFamilies(bool only_vllm, std::string* out) const {
+  auto header = [&](const std::string& name, const char* type, std::string* named) {
+    const FamilyInfo* f = Find(name);
+    if (only_vllm && (!f || !f->vllm)) return false;
+    *named = only_vllm ? VllmName(name) : name;
+    *out += FamilyHeader(*named, type, f ? f->help : name);
+    return true;
+  };
+  std::string n;
   for (const auto& [name, per_model] : counters_) {
-    out += "# TYPE " + name + " counter\n";
-    for (const auto& [model, v] : per_model) out += name + "{" + Label(model) + "} " + Num(v) + "\n";
+    if (!header(name, "counter", &n)) continue;
+    for (const auto& [model, v] : per_model) *out += n + "{" + Label(model) + "} " + Num(v) + "\n";
   }
   for (const auto& [name, per_model] : gauges_) {
-    out += "# TYPE " + name + " gauge\n";
-    for (const auto& [model, v] : per_model) out += name + "{" + Label(model) + "} " + Num(v) + "\n";
+    if (!header(name, "gauge", &n)) continue;
+    for (const auto& [model, v] : per_model) *out += n + "{" + Label(model) + "} " + Num(v) + "\n";
+    // vLLM renamed gpu_cache_usage_perc to kv_cache_usage_perc; pickers read either.
+    if (only_vllm && name == metric::kKvUsage) {
+      *out += FamilyHeader("vllm:gpu_cache_usage_perc", "gauge", Find(name)->help);
+      for (const auto& [model, v] : per_model)
+        *out += "vllm:gpu_cache_usage_perc{" + Label(model) + "} " + Num(v) + "\n";
+    }
+  }
+  for (const auto& [name, per_model] : infos_) {
+    if (per_model.empty() || !header(name, "gauge", &n)) continue;
+    for (const auto& [model, labels] : per_model) {
+      std::string l = Label(model);
+      for (const auto& [k, v] : labels) {
+        // vLLM calls the cell count num_gpu_blocks.
+        const std::string key = only_vllm && k == "num_blocks" ? "num_gpu_blocks" : k;
+        l += "," + key + "=\"" + EscapeLabel(v) + "\"";
+      }
+      *out += n + "{" + l + "} 1\n";
+    }
   }
   for (const auto& [name, per_model] : hists_) {
-    if (*Help(name)) out += "# HELP " + name + " " + Help(name) + "\n";
-    out += "# TYPE " + name + " histogram\n";
-    for (const auto& [model, h] : per_model) h.Render(name, Label(model), &out);
+    if (!header(name, "histogram", &n)) continue;
+    for (const auto& [model, h] : per_model) h.Render(n, Label(model), out);
   }
+}
+
+std::string Metrics::Render(bool vllm_compat) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string out;
+  RenderFamilies(false, &out);
+  if (vllm_compat) RenderFamilies(true, &out);
   return out;
 }
 

@@ -84,8 +84,8 @@ test('a streamed hit replays the same chunks, with usage, and never reaches the 
   assert.ok(Math.abs(faq.cache.hit_rate - 2 / 3) < 1e-9);
   assert.ok(routes.cache.bytes > 0 && routes.cache.entries >= 1);
   const metrics = await (await fetch(server.url + '/metrics', { headers: { Authorization: `Bearer ${KEYS[0]}` } })).text();
-  assert.match(metrics, /hone:cache_requests_total\{route="faq",result="hit"\} 2/);
-  assert.match(metrics, /hone:cache_bytes [1-9]/);
+  assert.match(metrics, /hone_cache_requests_total\{route="faq",result="hit"\} 2/);
+  assert.match(metrics, /hone_cache_bytes [1-9]/);
   // A hit costs nothing: the ledger has one row.
   const spend = await (await fetch(server.url + '/hone/spend', { headers: { Authorization: `Bearer ${KEYS[0]}` } })).json();
   assert.equal(spend.by_route.find((r) => r.key === 'faq').requests, 1);

@@ -97,9 +97,9 @@ test('a healthy candidate ramps 20% -> 50% -> 100% by itself, and each user stay
   const arms = new Set([...servedBy.values()].map((s) => [...s][0]));
   assert.deepEqual([...arms].sort(), ['base', 'good'], 'both arms served users');
   const metrics = await (await fetch(server.url + '/metrics')).text();
-  assert.match(metrics, /hone:canary_decisions_total\{route="r-good",decision="advance"\} 1/);
-  assert.match(metrics, /hone:canary_decisions_total\{route="r-good",decision="promote"\} 1/);
-  assert.match(metrics, /hone:canary_percent\{route="r-good"\} 100/);
+  assert.match(metrics, /hone_canary_decisions_total\{route="r-good",decision="advance"\} 1/);
+  assert.match(metrics, /hone_canary_decisions_total\{route="r-good",decision="promote"\} 1/);
+  assert.match(metrics, /hone_canary_percent\{route="r-good"\} 100/);
   assert.match(server.log(), /canary r-good: promote -> promoted at 100%/);
   // New conversations all go to the candidate now.
   const r = await client.chat.completions.create({ model: 'r-good', user: 'someone-new', max_tokens: 4,

@@ -136,7 +136,7 @@ test('8 concurrent streaming clients all finish', async () => {
   };
   const counts = await Promise.all([...Array(8).keys()].map(one));
   assert.deepEqual(counts, Array(8).fill(24));
-  assert.ok((await metric(server.url, 'hone:request_success_total', 'stories260K')) >= 8);
+  assert.ok((await metric(server.url, 'hone_request_success_total', 'stories260K')) >= 8);
 });
 
 test('cancelling mid-stream stops the sequence', async () => {
@@ -151,7 +151,7 @@ test('cancelling mid-stream stops the sequence', async () => {
   for await (const _ of stream) if (++chunks === 3) break;
   let running = null;
   for (let i = 0; i < 20; ++i) {
-    running = await metric(server.url, 'hone:num_requests_running', 'tiny');
+    running = await metric(server.url, 'hone_num_requests_running', 'tiny');
     if (running === 0) break;
     await sleep(100);
   }
@@ -221,10 +221,10 @@ test('streamed text is valid UTF-8 even when byte tokens break characters', asyn
 test('health and metrics', async () => {
   assert.equal((await fetch(server.url + '/health')).status, 200);
   const m = await (await fetch(server.url + '/metrics')).text();
-  for (const name of ['hone:time_to_first_token_seconds_bucket', 'hone:inter_token_latency_seconds_bucket',
-    'hone:e2e_request_latency_seconds_count', 'hone:request_queue_time_seconds_count', 'hone:generation_tokens_total',
-    'hone:num_requests_waiting', 'hone:kv_cache_usage_perc', 'hone:prefix_cache_hits_total', 'hone:model_loads_total',
-    'hone:model_load_duration_seconds_count']) {
+  for (const name of ['hone_time_to_first_token_seconds_bucket', 'hone_inter_token_latency_seconds_bucket',
+    'hone_e2e_request_latency_seconds_count', 'hone_request_queue_time_seconds_count', 'hone_generation_tokens_total',
+    'hone_num_requests_waiting', 'hone_kv_cache_usage_perc', 'hone_prefix_cache_hits_total', 'hone_model_loads_total',
+    'hone_model_load_duration_seconds_count']) {
     assert.ok(m.includes(name), name);
   }
 });

@@ -315,9 +315,9 @@ test('local_first: a burst beyond the local queue overflows to the upstream, non
   assert.equal((await chatPosts()).length, toCloud, 'each overflow is exactly one upstream request');
   assert.equal(overflowLines, toCloud, 'the log line of each overflowed request gives the overflow reason');
   const m1 = await metricsText();
-  const overflow = metricSum(m1, 'hone:route_overflow_total') - metricSum(m0, 'hone:route_overflow_total');
-  assert.equal(overflow, toCloud, 'hone:route_overflow_total counts each overflow');
-  for (const l of metricLines(m1, 'hone:route_overflow_total')) assert.ok(l.labels.reason, `a reason label: ${l.line}`);
+  const overflow = metricSum(m1, 'hone_route_overflow_total') - metricSum(m0, 'hone_route_overflow_total');
+  assert.equal(overflow, toCloud, 'hone_route_overflow_total counts each overflow');
+  for (const l of metricLines(m1, 'hone_route_overflow_total')) assert.ok(l.labels.reason, `a reason label: ${l.line}`);
   const { json } = await routes();
   assert.equal(typeof json.overflow_rate, 'number');
   assert.ok(json.overflow_rate > 0 && json.overflow_rate <= 1, `overflow_rate ${json.overflow_rate}`);
@@ -362,8 +362,8 @@ test('500 and 502 are retried on the same target, then it answers', { timeout: 3
   assert.match(line, /failover/);
   assert.match(line, /cloud:cloud-m/);
   assert.match(line, /attempts\D{0,3}3/);
-  const retries = metricSum(await metricsText(), 'hone:route_retries_total') - metricSum(m0, 'hone:route_retries_total');
-  assert.ok(retries >= 2, `hone:route_retries_total grew by ${retries}`);
+  const retries = metricSum(await metricsText(), 'hone_route_retries_total') - metricSum(m0, 'hone_route_retries_total');
+  assert.ok(retries >= 2, `hone_route_retries_total grew by ${retries}`);
 });
 
 test('503 and 504 on every attempt: the next target (local) answers', { timeout: 30000 }, async () => {
@@ -509,7 +509,7 @@ test('the breaker opens after 2 failures, skips the upstream, then one probe clo
   assert.equal((await chatPosts()).length, 2);
   let t = routeTarget((await routes()).json, 'flaky-only', 'flaky:flaky-m');
   assert.equal(t.breaker, 'open');
-  const gauge = (text) => metricLines(text, 'hone:route_breaker_state').filter((l) => l.line.includes('flaky'));
+  const gauge = (text) => metricLines(text, 'hone_route_breaker_state').filter((l) => l.line.includes('flaky'));
   const open = gauge(await metricsText());
   assert.ok(open.length >= 1, 'a breaker gauge for flaky');
   assert.ok(open.every((l) => l.value === 2), open.map((l) => l.line).join('\n'));
@@ -575,9 +575,9 @@ test('a stream that breaks after bytes reached the client is continued locally, 
   const log = await chatPosts();
   assert.equal(log.length, 1, 'no second upstream attempt after bytes were sent');
   assert.equal(log[0].dropped, true);
-  const rec = metricSum(await metricsText(), 'hone:route_midstream_recoveries_total') -
-    metricSum(m0, 'hone:route_midstream_recoveries_total');
-  assert.equal(rec, 1, 'hone:route_midstream_recoveries_total counts it');
+  const rec = metricSum(await metricsText(), 'hone_route_midstream_recoveries_total') -
+    metricSum(m0, 'hone_route_midstream_recoveries_total');
+  assert.equal(rec, 1, 'hone_route_midstream_recoveries_total counts it');
   const said = server.log().slice(logAt).split('\n').filter((l) => /failover/.test(l) && /local:stories260K/.test(l) && /continu|recover/i.test(l));
   assert.ok(said.length >= 1, 'the recovery is logged');
 });
@@ -799,17 +799,17 @@ test('GET /hone/routes lists every route, target, breaker and key by fingerprint
 
 test('/metrics has the route counters and gauges', { timeout: 30000 }, async () => {
   const m = await metricsText();
-  for (const name of ['hone:route_requests_total', 'hone:route_retries_total', 'hone:route_overflow_total',
-    'hone:route_midstream_recoveries_total', 'hone:route_breaker_state']) {
+  for (const name of ['hone_route_requests_total', 'hone_route_retries_total', 'hone_route_overflow_total',
+    'hone_route_midstream_recoveries_total', 'hone_route_breaker_state']) {
     assert.ok(m.split('\n').some((l) => l.startsWith(name + '{')), `${name}{...} in /metrics`);
   }
-  const req = metricLines(m, 'hone:route_requests_total');
+  const req = metricLines(m, 'hone_route_requests_total');
   for (const l of req) for (const label of ['route', 'target', 'outcome']) assert.ok(label in l.labels, `${label} in ${l.line}`);
   assert.ok(req.some((l) => l.labels.route === 'failover' && l.labels.target === 'cloud:cloud-m' && l.value > 0),
     'requests of route failover at cloud:cloud-m are counted');
   assert.ok(req.some((l) => l.labels.route === 'refused' && l.labels.target === `local:${LOCAL}` && l.value > 0),
     'requests of route refused at the local target are counted');
-  for (const l of metricLines(m, 'hone:route_breaker_state')) assert.ok([0, 1, 2].includes(l.value), l.line);
+  for (const l of metricLines(m, 'hone_route_breaker_state')) assert.ok([0, 1, 2].includes(l.value), l.line);
 });
 
 test('API keys appear nowhere: not in /hone/routes, /metrics or the server log', { timeout: 30000 }, async () => {

@@ -146,9 +146,9 @@ test('thresholds alert once each (log, metric, webhook), then the spent cap send
   assert.equal(alerts.length, expected.length + 1, alerts.join('\n'));
   const metrics = await (await fetch(s.url + '/metrics')).text();
   for (const t of expected)
-    assert.match(metrics, new RegExp(`hone:budget_alerts_total\\{budget="cloud-month",window="monthly",threshold="${t}"\\} 1`));
-  assert.match(metrics, /hone:budget_refusals_total\{budget="cloud-month"\} [1-9]/);
-  assert.match(metrics, /hone:budget_spent\{budget="cloud-month",window="monthly"\} /);
+    assert.match(metrics, new RegExp(`hone_budget_alerts_total\\{budget="cloud-month",window="monthly",threshold="${t}"\\} 1`));
+  assert.match(metrics, /hone_budget_refusals_total\{budget="cloud-month"\} [1-9]/);
+  assert.match(metrics, /hone_budget_spent\{budget="cloud-month",window="monthly"\} /);
 
   // hone spend reads the same ledger.
   const cli = JSON.parse(execFileSync(HONE, ['spend', '--config', config, '--json']).toString());
