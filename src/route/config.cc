@@ -101,7 +101,8 @@ Result<UpstreamConfig> ReadUpstream(const toml::table& t, const std::string& whe
                    GetSeconds(t, "first_byte_timeout", at, &u.first_byte_timeout_s),
                    GetSeconds(t, "idle_timeout", at, &u.idle_timeout_s),
                    GetSeconds(t, "total_timeout", at, &u.total_timeout_s),
-                   GetSeconds(t, "health_interval", at, &u.health_interval_s)}) {
+                   GetSeconds(t, "health_interval", at, &u.health_interval_s),
+                   GetSeconds(t, "load_interval", at, &u.load_interval_s)}) {
     if (!s) return s.error();
   }
   int64_t max_concurrent = u.max_concurrent;
@@ -109,8 +110,21 @@ Result<UpstreamConfig> ReadUpstream(const toml::table& t, const std::string& whe
                    Get(t, "price_input_per_m", at, &u.price_input_per_m),
                    Get(t, "price_cached_input_per_m", at, &u.price_cached_input_per_m),
                    Get(t, "price_output_per_m", at, &u.price_output_per_m),
-                   Get(t, "continuation", at, &u.continuation), Get(t, "ca_file", at, &u.ca_file)}) {
+                   Get(t, "continuation", at, &u.continuation), Get(t, "ca_file", at, &u.ca_file),
+                   Get(t, "metrics_url", at, &u.metrics_url)}) {
     if (!s) return s.error();
+  }
+  std::string kind = "openai";
+  if (Status s = Get(t, "kind", at, &kind); !s) return s.error();
+  if (kind != "openai" && kind != "hone") return Bad(at, "kind must be openai or hone, not '" + kind + "'");
+  u.replica = kind == "hone";
+  if (!u.replica && !u.metrics_url.empty()) return Bad(at, "metrics_url needs kind = \"hone\"");
+  if (u.load_interval_s < 0.05) return Bad(at, "load_interval must be at least 50ms");
+  if (u.replica && u.metrics_url.empty()) {
+    // http://host:port/v1 -> http://host:port/metrics
+    const size_t host = u.base_url.find("://") + 3;
+    const size_t path = u.base_url.find('/', host);
+    u.metrics_url = u.base_url.substr(0, path) + "/metrics";
   }
   if (max_concurrent < 1) return Bad(at, "max_concurrent must be at least 1");
   if (u.price_input_per_m < 0 || u.price_output_per_m < 0) return Bad(at, "prices must not be negative");
@@ -159,8 +173,12 @@ Result<RouteConfig> ReadRoute(const toml::table& t, const std::string& where,
     r.policy = Policy::kFailover;
   else if (policy == "weighted")
     r.policy = Policy::kWeighted;
+  else if (policy == "affinity")
+    r.policy = Policy::kAffinity;
+  else if (policy == "round_robin")
+    r.policy = Policy::kRoundRobin;
   else
-    return Bad(at, "policy must be local_first, failover or weighted, not '" + policy + "'");
+    return Bad(at, "policy must be local_first, failover, weighted, affinity or round_robin, not '" + policy + "'");
   if (Status s = GetSeconds(t, "ttft_slo", at, &r.ttft_slo_s); !s) return s.error();
   if (const toml::array* w = t["weights"].as_array()) {
     for (const auto& e : *w) {
@@ -340,6 +358,10 @@ const char* PolicyName(Policy p) {
       return "failover";
     case Policy::kWeighted:
       return "weighted";
+    case Policy::kAffinity:
+      return "affinity";
+    case Policy::kRoundRobin:
+      return "round_robin";
   }
   return "?";
 }

@@ -13,11 +13,14 @@
 //   price_input_per_m = 0.15  price_output_per_m = 0.60   continuation = false   ca_file = "ca.pem"
 //   breaker = { consecutive_failures = 5, failure_rate = 0.5, min_volume = 20, window = "60s", cooldown =
 //   "30s" }
+//   kind = "hone"            # another hone replica: its /metrics is read every load_interval ("1s")
+//   metrics_url = "http://10.0.0.2:8081/metrics"   # default: base_url's origin + /metrics
 //
 //   [[route]]
 //   name = "support"                              # what clients send as "model"
 //   targets = ["local:qwen2.5-0.5b", "cloud:qwen-support"]
-//   policy = "local_first"                        # or "failover", "weighted" (with weights = [95, 5])
+//   policy = "local_first"                        # or "failover", "weighted" (with weights = [95, 5]),
+//                                                 # "affinity" or "round_robin" (over replicas)
 //   ttft_slo = "1.5s"
 //   retry = { max_attempts = 3, base_backoff = "100ms", max_backoff = "2s", deadline = "60s" }
 #pragma once
@@ -53,9 +56,19 @@ struct UpstreamConfig {
   bool continuation = false;  // continues a partial assistant message (prefix continuation)
   std::string ca_file;
   BreakerOptions breaker;
+  // kind = "hone": another hone replica. The router reads its load (queue,
+  // KV use, slot wait forecast, prefill rate) from metrics_url every
+  // load_interval, for the affinity policy.
+  bool replica = false;
+  std::string metrics_url;  // replicas: default the origin of base_url + "/metrics"
+  double load_interval_s = 1;
 };
 
-enum class Policy { kLocalFirst, kFailover, kWeighted };
+// kAffinity: the target with the least predicted time to first token, where
+// the prediction counts each replica's queue and the part of the prompt's
+// prefix it has not seen (prefix_affinity.h). kRoundRobin: the targets in
+// turn (the baseline affinity is measured against).
+enum class Policy { kLocalFirst, kFailover, kWeighted, kAffinity, kRoundRobin };
 const char* PolicyName(Policy p);
 
 struct Target {

@@ -91,6 +91,9 @@ TEST(RouterConfig, MistakesAreNamedPrecisely) {
       {"[[route]]\nname='r'\ntargets=['local:m']\npolicy='weighted'\n", "one weight per target"},
       {"[[route]]\nname='r'\ntargets=[]\n", "at least one"},
       {"[[route]\n", "line 1"},
+      {"[[upstream]]\nname='c'\nbase_url='http://x'\nkind='vllm'\n", "kind must be openai or hone"},
+      {"[[upstream]]\nname='c'\nbase_url='http://x'\nmetrics_url='http://x/metrics'\n", "needs kind = \"hone\""},
+      {"[[upstream]]\nname='c'\nbase_url='http://x'\nkind='hone'\nload_interval='10ms'\n", "at least 50ms"},
   };
   for (const Case& c : cases) {
     auto r = ParseRouterConfig(c.toml, "hone.toml", FakeEnv);
@@ -203,6 +206,27 @@ TEST(RouterConfig, SpendCacheAndCanaryMistakesAreNamed) {
     ASSERT_FALSE(r.ok()) << c.toml;
     EXPECT_NE(r.error().message.find(c.expect), std::string::npos) << c.toml << "\n" << r.error().message;
   }
+}
+
+TEST(RouterConfig, ReplicasAndTheAffinityPolicy) {
+  g_env = {};
+  auto c = ParseRouterConfig(
+      "[[upstream]]\nname='r1'\nbase_url='http://10.0.0.1:8080/v1'\nkind='hone'\n"
+      "[[upstream]]\nname='r2'\nbase_url='http://10.0.0.2:8080/v1/'\nkind='hone'\n"
+      "metrics_url='http://10.0.0.2:8081/metrics'\nload_interval='250ms'\n"
+      "[[route]]\nname='support'\ntargets=['r1:qwen','r2:qwen']\npolicy='affinity'\n"
+      "[[route]]\nname='rr'\ntargets=['r1:qwen','r2:qwen']\npolicy='round_robin'\n",
+      "hone.toml", FakeEnv);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  ASSERT_EQ(c->upstreams.size(), 2u);
+  EXPECT_TRUE(c->upstreams[0].replica);
+  EXPECT_EQ(c->upstreams[0].metrics_url, "http://10.0.0.1:8080/metrics");  // the origin's /metrics
+  EXPECT_EQ(c->upstreams[0].load_interval_s, 1);
+  EXPECT_EQ(c->upstreams[1].metrics_url, "http://10.0.0.2:8081/metrics");
+  EXPECT_EQ(c->upstreams[1].load_interval_s, 0.25);
+  EXPECT_EQ(c->routes[0].policy, Policy::kAffinity);
+  EXPECT_EQ(c->routes[1].policy, Policy::kRoundRobin);
+  EXPECT_STREQ(PolicyName(Policy::kAffinity), "affinity");
 }
 
 TEST(RouterConfig, Durations) {

@@ -503,4 +503,22 @@ Status RemoteBackend::CheckHealth() {
                    status ? "HTTP " + std::to_string(status) : "unreachable: " + call->error_text());
 }
 
+Result<std::string> RemoteBackend::FetchMetrics() {
+  HttpSpec s = Spec("", "", "");
+  s.method = "GET";
+  s.url = config_.metrics_url;
+  s.headers = {"Accept: text/plain"};
+  if (auto key = keys_.Next(); key && !key->key.empty()) s.headers.push_back("Authorization: Bearer " + key->key);
+  s.connect_timeout_s = std::min(s.connect_timeout_s, 1.0);
+  s.first_byte_timeout_s = s.idle_timeout_s = s.total_timeout_s = 2;
+  auto call = http_.Start(s);
+  const auto deadline = Clock::now() + std::chrono::seconds(2);
+  const int status = call->WaitStatus(deadline);
+  if (status != 200)
+    return MakeError(ErrorCode::kUpstream, status ? "metrics: HTTP " + std::to_string(status)
+                                                  : "metrics unreachable: " + call->error_text());
+  std::string body = call->ReadAll(deadline, 4u << 20);
+  return body;
+}
+
 }  // namespace hone::route

@@ -50,6 +50,9 @@ class RemoteBackend final : public serve::Backend {
 
   // GET base_url + health_path (a models list, never a billed completion).
   Status CheckHealth();
+  // kind = "hone": GET metrics_url (with a key, for a replica's API port),
+  // within 2 s; an error names the HTTP status or why it failed.
+  Result<std::string> FetchMetrics();
 
   const UpstreamConfig& config() const { return config_; }
   // A config reload: the upstream's keys again, revoked and cooling ones usable.

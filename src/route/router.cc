@@ -108,7 +108,7 @@ bool Router::CanContinue(const Target& t) const {
   return up && up->config().continuation;
 }
 
-std::vector<size_t> Router::Order(const RouteConfig& r) {
+std::vector<size_t> Router::Order(const RouteConfig& r, const serve::GenerationRequest& req, PromptBlocks* blocks) {
   std::vector<size_t> order(r.targets.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   if (r.policy == Policy::kWeighted) {
@@ -118,6 +118,26 @@ std::vector<size_t> Router::Order(const RouteConfig& r) {
     std::rotate(order.begin(), order.begin() + first, order.begin() + first + 1);
   } else if (r.policy == Policy::kLocalFirst) {
     std::stable_partition(order.begin(), order.end(), [&](size_t i) { return r.targets[i].local(); });
+  } else if (r.policy == Policy::kRoundRobin && !order.empty()) {
+    std::rotate(order.begin(), order.begin() + rotation_.fetch_add(1) % order.size(), order.end());
+  } else if (r.policy == Policy::kAffinity) {
+    *blocks = PrefixBlocks(req);
+    std::vector<ReplicaPicker::Candidate> cs;
+    for (const Target& t : r.targets) {
+      ReplicaPicker::Candidate c;
+      c.label = t.Label();
+      if (t.local()) {
+        c.model = t.model;
+        c.local_ttft_s = local_.Predict(ForTarget(req, t)).load.ttft_s;
+      } else if (RemoteBackend* up = Upstream(t.upstream)) {
+        c.upstream = t.upstream;
+        c.model = up->UpstreamModel(t.model);
+        c.in_flight = up->in_flight();
+        c.excluded = up->breaker().state() == BreakerState::kOpen;
+      }
+      cs.push_back(std::move(c));
+    }
+    order = picker_.Order(cs, *blocks, rotation_.fetch_add(1));
   }
   return order;
 }
@@ -359,7 +379,8 @@ Result<std::unique_ptr<serve::Completion>> Router::StartRoute(RouteState* st, co
   if (count) ++st->requests;
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::duration_cast<Clock::duration>(Dur(route.retry.deadline_s));
-  std::vector<size_t> order = Order(route);
+  PromptBlocks blocks;
+  std::vector<size_t> order = Order(route, r, &blocks);
   std::vector<size_t> deferred;  // local targets skipped for overflow: the last resort
   std::string overflow;
   std::vector<std::string> failures;
@@ -378,6 +399,7 @@ Result<std::unique_ptr<serve::Completion>> Router::StartRoute(RouteState* st, co
     std::vector<size_t> rest;
     for (size_t j : order)
       if (j != i) rest.push_back(j);
+    if (route.policy == Policy::kAffinity) picker_.Record(route.targets[i].Label(), blocks);
     auto rc = std::make_unique<RoutedCompletion>(this, &route, r, i, std::move(rest), std::move(tt), start, note);
     if (on_end) rc->SetOnEnd(on_end);
     return rc;
@@ -522,8 +544,8 @@ void Router::StartHealthChecks() {
 }
 
 void Router::HealthLoop() {
-  std::map<std::string, Clock::time_point> next;
-  for (auto& [name, up] : upstreams_) next[name] = Clock::now();
+  std::map<std::string, Clock::time_point> next, next_load;
+  for (auto& [name, up] : upstreams_) next[name] = next_load[name] = Clock::now();
   std::unique_lock<std::mutex> lock(health_mu_);
   while (!stopping_) {
     auto soonest = Clock::now() + std::chrono::seconds(1);
@@ -544,6 +566,21 @@ void Router::HealthLoop() {
         std::fprintf(stderr, "[hone] config reloaded: keys of %d upstream(s) back in rotation\n",
                      ReloadKeys(*fresh));
       lock.lock();
+    }
+    // Replicas' load, every load_interval (1 s): the affinity policy's view.
+    for (auto& [name, up] : upstreams_) {
+      if (!up->config().replica) continue;
+      if (Clock::now() < next_load[name]) {
+        soonest = std::min(soonest, next_load[name]);
+        continue;
+      }
+      lock.unlock();
+      auto text = up->FetchMetrics();
+      picker_.Update(name, text.ok(), text ? *text : text.error().message);
+      lock.lock();
+      next_load[name] =
+          Clock::now() + std::chrono::duration_cast<Clock::duration>(Dur(up->config().load_interval_s));
+      soonest = std::min(soonest, next_load[name]);
     }
     for (auto& [name, up] : upstreams_) {
       if (Clock::now() < next[name]) {
@@ -618,6 +655,7 @@ std::string Router::RoutesJson() const {
                       {"targets", targets}});
   }
   json out = {{"routes", routes}, {"overflow_rate", total ? double(overflowed) / total : 0.0}};
+  if (json replicas = picker_.Json(); !replicas.empty()) out["replicas"] = std::move(replicas);
   if (cache_) {
     const ResponseCache::Stats s = cache_->stats();
     out["cache"] = {{"entries", s.entries}, {"bytes", s.bytes},       {"max_bytes", cache_->max_bytes()},
@@ -654,6 +692,15 @@ void Router::RenderMetrics(std::string* out) const {
   for (const auto& [name, up] : upstreams_)
     *out += "hone_route_in_flight{" + Labels({{"upstream", name}}) + "} " + std::to_string(up->in_flight()) +
             "\n";
+  std::string replicas;
+  for (const auto& [name, up] : upstreams_)
+    if (up->config().replica)
+      replicas += "hone_route_replica_reachable{" + Labels({{"upstream", name}}) + "} " +
+                  (picker_.Reachable(name) ? "1" : "0") + "\n";
+  if (!replicas.empty())
+    *out += serve::FamilyHeader("hone_route_replica_reachable", "gauge",
+                                "1 while a hone replica's last metrics scrape succeeded") +
+            replicas;
   *out += serve::FamilyHeader("hone_route_key_healthy", "gauge", "1 while an upstream API key is usable");
   for (const auto& [name, up] : upstreams_)
     for (const KeyView& k : up->keys().Snapshot())

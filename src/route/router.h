@@ -9,6 +9,11 @@
 //                resort when every other target failed.
 //   failover     the targets in order; the next one only on failure.
 //   weighted     one target drawn by weight, the others in order behind it.
+//   affinity     over hone replicas (kind = "hone"): the target with the least
+//                predicted time to first token, counting its queue and the
+//                prompt prefix it has likely cached (replica_picker.h); the
+//                others by the same estimate behind it.
+//   round_robin  the targets in turn (affinity's baseline in bench/replicas.mjs).
 //
 // Per upstream target: its circuit breaker is asked first (open: skipped, no
 // request sent); failures are retried with backoff and jitter up to the
@@ -32,6 +37,7 @@
 #include "route/config.h"
 #include "route/http_client.h"
 #include "route/remote_backend.h"
+#include "route/replica_picker.h"
 #include "route/response_cache.h"
 #include "route/route_metrics.h"
 #include "route/spend.h"
@@ -125,7 +131,9 @@ class Router final : public serve::Backend {
                                                         AnswerEnd on_end = nullptr, bool count = true);
   void StartShadow(RouteState* st, const serve::GenerationRequest& r);
   RemoteBackend* Upstream(const std::string& name) const;
-  std::vector<size_t> Order(const RouteConfig& r);
+  // Targets in the policy's order; for affinity, `blocks` gets the prompt's
+  // prefix blocks (recorded at the target that takes the request).
+  std::vector<size_t> Order(const RouteConfig& r, const serve::GenerationRequest& req, PromptBlocks* blocks);
   serve::GenerationRequest ForTarget(const serve::GenerationRequest& r, const Target& t) const;
   void HealthLoop();
   std::atomic<int> shadows_in_flight_{0};  // detached shadow readers; the destructor waits for them
@@ -139,6 +147,8 @@ class Router final : public serve::Backend {
   std::map<std::string, std::unique_ptr<RouteState>> routes_;        // fixed after construction
   std::vector<std::string> route_order_;                             // as configured
   RouteMetrics metrics_;
+  ReplicaPicker picker_;  // replicas' scraped load and the prefix index (thread-safe)
+  std::atomic<uint64_t> rotation_{0};  // round_robin's turn; affinity's tie-break
   std::mutex rng_mu_;
   std::mt19937 rng_;  // GUARDED_BY(rng_mu_): weighted draws and backoff jitter
   std::mutex health_mu_;

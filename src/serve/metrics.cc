@@ -56,6 +56,8 @@ constexpr FamilyInfo kFamilies[] = {
     {metric::kPrefixQueries, "Prompt tokens looked up in the prefix cache", true},
     {metric::kPrefixHits, "Prompt tokens found in the prefix cache", true},
     {metric::kCacheConfig, "KV cache geometry: block_size tokens per cell, num_blocks cells over all slots", true},
+    {metric::kSlotWait, "Forecast wait for a slot of a request arriving now, seconds", false},
+    {metric::kPrefillRate, "Measured prompt tokens prefilled per second", false},
     {metric::kLoads, "Models loaded", false},
     {metric::kLoadFailures, "Model loads that failed", false},
     {metric::kUnloads, "Models unloaded", false},

@@ -84,6 +84,10 @@ inline constexpr const char* kRejected = "hone_requests_rejected_total";
 // Info: block_size (tokens per KV cell: 1 in llama.cpp), num_blocks (cells
 // over all slots), slots.
 inline constexpr const char* kCacheConfig = "hone_cache_config_info";
+// The scheduler's forecast for a request arriving now: its wait for a slot,
+// and the measured prefill rate (a router over replicas reads both).
+inline constexpr const char* kSlotWait = "hone_slot_wait_seconds";
+inline constexpr const char* kPrefillRate = "hone_prefill_tokens_per_second";
 }  // namespace metric
 
 }  // namespace hone::serve

@@ -339,6 +339,7 @@ void ModelPool::Drop(std::vector<std::shared_ptr<LoadedModel>> victims) {
     metrics_->Set(metric::kWaiting, name, 0);
     metrics_->Set(metric::kKvUsage, name, 0);
     metrics_->SetInfo(metric::kCacheConfig, name, {});
+    metrics_->Set(metric::kSlotWait, name, 0);
   }
 }
 

@@ -345,8 +345,15 @@ void Scheduler::Publish() {
   std::vector<SlotView> v;
   v.reserve(slots_.size());
   for (auto& s : slots_) v.push_back({s->job, s->last_job, s->prefilled, s->result.completion_tokens});
-  std::lock_guard<std::mutex> lock(view_mu_);
-  view_.swap(v);
+  {
+    std::lock_guard<std::mutex> lock(view_mu_);
+    view_.swap(v);
+  }
+  // What another hone's router reads to place requests (route/replica_load.h):
+  // the wait a new request would have for a slot, and the prefill rate.
+  const LoadForecast f = Forecast({}, -1);
+  metrics_->Set(metric::kSlotWait, name_, f.wait_s);
+  metrics_->Set(metric::kPrefillRate, name_, f.prefill_tps);
 }
 
 LoadForecast Scheduler::Forecast(const std::vector<engine::Token>& prompt, int max_tokens) const {
@@ -413,6 +420,7 @@ LoadForecast Scheduler::Forecast(const std::vector<engine::Token>& prompt, int m
                          ? std::ceil(f.uncached_tokens / static_cast<double>(opt_.prefill_chunk)) * step_s +
                                f.uncached_tokens * prefill_s_per_token_
                          : f.uncached_tokens * prefill_s_per_token_;
+  f.wait_s = wait;
   f.ttft_s = wait + own + step_s;  // and the step that samples the first token
   (void)max_tokens;
   return f;

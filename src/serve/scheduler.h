@@ -63,6 +63,7 @@ enum class SubmitResult { kOk, kQueueFull, kStopping };
 // overflow decision (route/router.h) reads it before sending.
 struct LoadForecast {
   double ttft_s = 0;
+  double wait_s = 0;        // of ttft_s, until a slot takes it
   int cached_tokens = 0;    // of the prompt, already in some slot's KV
   int uncached_tokens = 0;  // to prefill
   int waiting = 0, active = 0, slots = 0;

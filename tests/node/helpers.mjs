@@ -35,7 +35,8 @@ export async function startServer(args = [], env = {}) {
   // A server that routes keeps a spend ledger: by default each test server's
   // goes to its own folder under TMP, never to the user's ~/.local/state.
   const state = path.join(TMP, `state-${process.pid}-${++serverCount}`);
-  const proc = spawn(HONE, ['serve', '--port', '0', '--threads', '2', ...args], {
+  const threads = args.includes('--threads') ? [] : ['--threads', '2'];
+  const proc = spawn(HONE, ['serve', '--port', '0', ...threads, ...args], {
     env: { ...process.env, XDG_STATE_HOME: state, ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });

@@ -1,0 +1,80 @@
+#include "route/replica_load.h"
+
+#include <cstdlib>
+#include <sstream>
+
+namespace hone::route {
+namespace {
+
+// name{labels} value -> name, the labels' text, value. False for comments
+// and malformed lines.
+bool SplitSample(const std::string& line, std::string* name, std::string* labels, double* value) {
+  if (line.empty() || line[0] == '#') return false;
+  const size_t brace = line.find('{');
+  const size_t space = line.rfind(' ');
+  if (space == std::string::npos) return false;
+  if (brace != std::string::npos && brace < space) {
+    const size_t close = line.rfind('}', space);
+    if (close == std::string::npos || close < brace) return false;
+    *name = line.substr(0, brace);
+    *labels = line.substr(brace + 1, close - brace - 1);
+  } else {
+    *name = line.substr(0, space);
+    labels->clear();
+  }
+  char* end = nullptr;
+  const std::string v = line.substr(space + 1);
+  *value = std::strtod(v.c_str(), &end);
+  return end && end != v.c_str();
+}
+
+// The value of label `key` in `labels` (escapes kept as written: model names
+// with quotes are not worth a full parser here).
+std::string Label(const std::string& labels, const std::string& key) {
+  const std::string needle = key + "=\"";
+  size_t at = 0;
+  while ((at = labels.find(needle, at)) != std::string::npos) {
+    if (at == 0 || labels[at - 1] == ',') {
+      const size_t start = at + needle.size();
+      size_t end = start;
+      while (end < labels.size() && labels[end] != '"') end += labels[end] == '\\' ? 2 : 1;
+      return labels.substr(start, end - start);
+    }
+    at += needle.size();
+  }
+  return "";
+}
+
+}  // namespace
+
+std::map<std::string, ReplicaModelLoad> ParseReplicaMetrics(const std::string& text) {
+  std::map<std::string, ReplicaModelLoad> out;
+  std::istringstream in(text);
+  std::string line, name, labels;
+  double v = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("hone_", 0) != 0 || !SplitSample(line, &name, &labels, &v)) continue;
+    const std::string model = Label(labels, "model_name");
+    if (model.empty()) continue;
+    if (name == "hone_num_requests_waiting") {
+      out[model].waiting = v;
+    } else if (name == "hone_num_requests_running") {
+      out[model].running = v;
+    } else if (name == "hone_kv_cache_usage_perc") {
+      out[model].kv_usage = v;
+    } else if (name == "hone_slot_wait_seconds") {
+      out[model].slot_wait_s = v;
+    } else if (name == "hone_prefill_tokens_per_second") {
+      out[model].prefill_tps = v;
+    } else if (name == "hone_e2e_request_latency_seconds_sum") {
+      out[model].e2e_sum_s = v;
+    } else if (name == "hone_e2e_request_latency_seconds_count") {
+      out[model].e2e_count = v;
+    } else if (name == "hone_cache_config_info") {
+      out[model].slots = std::atoi(Label(labels, "slots").c_str());
+    }
+  }
+  return out;
+}
+
+}  // namespace hone::route

@@ -1,0 +1,108 @@
+#include "route/replica_picker.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace hone::route {
+namespace {
+
+// Request bytes per token for the prefill estimate: ~4 for English with
+// Qwen's and Llama's tokenizers (a Chinese character is 3 bytes and about
+// one token). Only differences between replicas decide, so rough is enough.
+constexpr double kBytesPerToken = 4;
+// Until a replica has measured its prefill rate: a small model on a few cores.
+constexpr double kDefaultPrefillTps = 500;
+constexpr double kDefaultServiceS = 1;
+// An unreachable or draining replica: after every reachable one.
+constexpr double kUnreachableS = 1e6;
+
+}  // namespace
+
+void ReplicaPicker::Update(const std::string& upstream, bool ok, const std::string& text_or_error) {
+  std::map<std::string, ReplicaModelLoad> fresh;
+  if (ok) fresh = ParseReplicaMetrics(text_or_error);
+  std::lock_guard<std::mutex> lock(mu_);
+  Replica& r = replicas_[upstream];
+  r.reachable = ok;
+  r.error = ok ? "" : text_or_error;
+  if (!ok) return;
+  for (auto& [model, load] : fresh) {
+    auto old = r.models.find(model);
+    if (old != r.models.end() && load.e2e_count > old->second.e2e_count)
+      r.service_s[model] = (load.e2e_sum_s - old->second.e2e_sum_s) / (load.e2e_count - old->second.e2e_count);
+    else if (old == r.models.end() && load.e2e_count > 0)
+      r.service_s[model] = load.e2e_sum_s / load.e2e_count;
+  }
+  r.models = std::move(fresh);
+}
+
+bool ReplicaPicker::Reachable(const std::string& upstream) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = replicas_.find(upstream);
+  return it != replicas_.end() && it->second.reachable;
+}
+
+ReplicaPicker::Estimate ReplicaPicker::Predict(const Candidate& c, const PromptBlocks& p) const {
+  Estimate e;
+  e.matched_blocks = index_.Match(c.label, p);
+  if (c.upstream.empty()) {
+    e.ttft_s = c.local_ttft_s;  // the scheduler saw the real prefix cache
+    return e;
+  }
+  ReplicaModelLoad load;
+  double service = kDefaultServiceS;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto r = replicas_.find(c.upstream);
+    if (r == replicas_.end() || !r->second.reachable) {
+      e.ttft_s = kUnreachableS + c.in_flight;
+      return e;
+    }
+    if (auto m = r->second.models.find(c.model); m != r->second.models.end()) load = m->second;
+    if (auto s = r->second.service_s.find(c.model); s != r->second.service_s.end() && s->second > 0)
+      service = s->second;
+  }
+  // The replica's forecast is as old as the last scrape; the requests this
+  // router sent since are counted at once.
+  const int slots = std::max(1, load.slots);
+  const double busy = std::max(load.running + load.waiting, static_cast<double>(c.in_flight));
+  const double queued = busy >= slots ? (busy - slots + 1) * service / slots : 0;
+  const double wait = std::max(load.slot_wait_s, queued);
+  const double tps = load.prefill_tps > 0 ? load.prefill_tps : kDefaultPrefillTps;
+  const double matched = std::min<double>(e.matched_blocks * kPrefixBlockBytes, p.bytes);
+  e.ttft_s = wait + (p.bytes - matched) / kBytesPerToken / tps;
+  return e;
+}
+
+std::vector<size_t> ReplicaPicker::Order(const std::vector<Candidate>& cs, const PromptBlocks& p,
+                                         uint64_t rotation) const {
+  std::vector<size_t> order(cs.size());
+  std::iota(order.begin(), order.end(), 0);
+  if (cs.empty()) return order;
+  std::rotate(order.begin(), order.begin() + rotation % cs.size(), order.end());
+  std::vector<int64_t> ms(cs.size());
+  for (size_t i = 0; i < cs.size(); ++i)
+    ms[i] = cs[i].excluded ? INT64_MAX : std::llround(Predict(cs[i], p).ttft_s * 1000);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ms[a] < ms[b]; });
+  return order;
+}
+
+nlohmann::json ReplicaPicker::Json() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [name, r] : replicas_) {
+    nlohmann::json models = nlohmann::json::object();
+    for (const auto& [model, l] : r.models) {
+      models[model] = {{"waiting", l.waiting},         {"running", l.running},
+                       {"kv_cache_usage", l.kv_usage}, {"slots", l.slots},
+                       {"slot_wait_s", l.slot_wait_s}, {"prefill_tokens_per_s", l.prefill_tps}};
+      if (auto s = r.service_s.find(model); s != r.service_s.end()) models[model]["mean_latency_s"] = s->second;
+    }
+    out[name] = {{"reachable", r.reachable}, {"models", models}};
+    if (!r.error.empty()) out[name]["error"] = r.error;
+  }
+  return out;
+}
+
+}  // namespace hone::route

@@ -1,0 +1,143 @@
+// The affinity policy's parts: prefix blocks, the per-target index, the
+// parser of a replica's /metrics, and the order they give.
+#include "route/replica_picker.h"
+
+#include <gtest/gtest.h>
+
+namespace hone::route {
+namespace {
+
+serve::GenerationRequest Chat(const std::string& system, const std::string& user) {
+  serve::GenerationRequest r;
+  r.model = "support";
+  r.chat = true;
+  r.messages = {{"system", system}, {"user", user}};
+  return r;
+}
+
+const std::string kSystemA(2000, 'a'), kSystemB(2000, 'b');
+
+TEST(PrefixBlocks, SharedSystemPromptsShareLeadingBlocksOnly) {
+  const PromptBlocks a1 = PrefixBlocks(Chat(kSystemA, "where is my order?"));
+  const PromptBlocks a2 = PrefixBlocks(Chat(kSystemA, "how do I return a lamp?"));
+  const PromptBlocks b = PrefixBlocks(Chat(kSystemB, "where is my order?"));
+  ASSERT_EQ(a1.hashes.size(), a1.bytes / kPrefixBlockBytes);
+  ASSERT_GE(a1.hashes.size(), 7u);
+  // The system prompt fills 7 whole blocks; the 8th holds the user's text too.
+  for (size_t i = 0; i < 7; ++i) EXPECT_EQ(a1.hashes[i], a2.hashes[i]) << i;
+  EXPECT_NE(a1.hashes[0], b.hashes[0]);
+  PrefixIndex index;
+  index.Record("r1:m", a1);
+  EXPECT_EQ(index.Match("r1:m", a2), 7u);
+  EXPECT_EQ(index.Match("r1:m", b), 0u);
+  EXPECT_EQ(index.Match("r2:m", a2), 0u);
+}
+
+TEST(PrefixIndex, ForgetsTheLeastRecentlyUsedBlocks) {
+  PrefixIndex index(/*blocks_per_target=*/8);
+  const PromptBlocks a = PrefixBlocks(Chat(kSystemA, "x")), b = PrefixBlocks(Chat(kSystemB, "x"));
+  index.Record("t", a);
+  EXPECT_GE(index.Match("t", a), 7u);
+  index.Record("t", b);  // 8 more blocks: a's are gone
+  EXPECT_EQ(index.Match("t", a), 0u);
+  EXPECT_GE(index.Match("t", b), 7u);
+}
+
+TEST(ReplicaMetrics, ReadsTheProtocolSeriesPerModel) {
+  const std::string text =
+      "# HELP hone_num_requests_waiting Requests waiting for a slot\n"
+      "# TYPE hone_num_requests_waiting gauge\n"
+      "hone_num_requests_waiting{model_name=\"qwen\"} 3\n"
+      "hone_num_requests_waiting{model_name=\"other\"} 1\n"
+      "hone_num_requests_running{model_name=\"qwen\"} 4\n"
+      "hone_kv_cache_usage_perc{model_name=\"qwen\"} 0.25\n"
+      "hone_slot_wait_seconds{model_name=\"qwen\"} 1.5\n"
+      "hone_prefill_tokens_per_second{model_name=\"qwen\"} 812.5\n"
+      "hone_cache_config_info{model_name=\"qwen\",block_size=\"1\",num_blocks=\"16384\",slots=\"4\"} 1\n"
+      "hone_e2e_request_latency_seconds_bucket{model_name=\"qwen\",le=\"+Inf\"} 10\n"
+      "hone_e2e_request_latency_seconds_sum{model_name=\"qwen\"} 20\n"
+      "hone_e2e_request_latency_seconds_count{model_name=\"qwen\"} 10\n"
+      "vllm:num_requests_waiting{model_name=\"qwen\"} 99\n"
+      "garbage line without a value\n";
+  auto m = ParseReplicaMetrics(text);
+  ASSERT_EQ(m.count("qwen"), 1u);
+  const ReplicaModelLoad& q = m["qwen"];
+  EXPECT_EQ(q.waiting, 3);
+  EXPECT_EQ(q.running, 4);
+  EXPECT_DOUBLE_EQ(q.kv_usage, 0.25);
+  EXPECT_DOUBLE_EQ(q.slot_wait_s, 1.5);
+  EXPECT_DOUBLE_EQ(q.prefill_tps, 812.5);
+  EXPECT_EQ(q.slots, 4);
+  EXPECT_EQ(q.e2e_count, 10);
+  EXPECT_EQ(m["other"].waiting, 1);
+}
+
+std::string Idle(int slots) {
+  return "hone_num_requests_waiting{model_name=\"m\"} 0\nhone_num_requests_running{model_name=\"m\"} 0\n"
+         "hone_prefill_tokens_per_second{model_name=\"m\"} 100\n"
+         "hone_cache_config_info{model_name=\"m\",block_size=\"1\",num_blocks=\"4096\",slots=\"" +
+         std::to_string(slots) + "\"} 1\n";
+}
+
+std::vector<ReplicaPicker::Candidate> Three() {
+  std::vector<ReplicaPicker::Candidate> cs(3);
+  for (int i = 0; i < 3; ++i) {
+    cs[i].upstream = "r" + std::to_string(i + 1);
+    cs[i].label = cs[i].upstream + ":m";
+    cs[i].model = "m";
+  }
+  return cs;
+}
+
+TEST(ReplicaPicker, SendsAPrefixWhereItWasSentBefore) {
+  ReplicaPicker p;
+  for (const char* r : {"r1", "r2", "r3"}) p.Update(r, true, Idle(2));
+  const PromptBlocks a = PrefixBlocks(Chat(kSystemA, "first")), b = PrefixBlocks(Chat(kSystemB, "first"));
+  auto cs = Three();
+  // Nothing cached anywhere: the rotation spreads new prefixes.
+  EXPECT_EQ(p.Order(cs, a, 1).front(), 1u);
+  EXPECT_EQ(p.Order(cs, b, 2).front(), 2u);
+  p.Record("r2:m", a);
+  p.Record("r3:m", b);
+  // Whatever the rotation, each prefix goes back where it is cached.
+  for (uint64_t rot = 0; rot < 3; ++rot) {
+    EXPECT_EQ(p.Order(cs, PrefixBlocks(Chat(kSystemA, "second")), rot).front(), 1u) << rot;
+    EXPECT_EQ(p.Order(cs, PrefixBlocks(Chat(kSystemB, "second")), rot).front(), 2u) << rot;
+  }
+  // A cached prefix saves its prefill: 7 blocks of 256 bytes at 100 tok/s.
+  const double cold = p.Predict(cs[0], PrefixBlocks(Chat(kSystemA, "x"))).ttft_s;
+  const double warm = p.Predict(cs[1], PrefixBlocks(Chat(kSystemA, "x"))).ttft_s;
+  EXPECT_NEAR(cold - warm, 7 * 256 / 4.0 / 100, 0.01);
+}
+
+TEST(ReplicaPicker, LoadOutweighsAffinityAndUnreachableReplicasGoLast) {
+  ReplicaPicker p;
+  p.Update("r1", true, Idle(1));
+  p.Update("r2", true, Idle(1));
+  p.Update("r3", false, "metrics: HTTP 503");
+  auto cs = Three();
+  const PromptBlocks a = PrefixBlocks(Chat(kSystemA, "q"));
+  p.Record("r1:m", a);
+  EXPECT_EQ(p.Order(cs, a, 0).front(), 0u);
+  // r1 holds the prefix but has 30 requests of this router ahead of a new one
+  // (1 s each, one slot): r2 prefills the prompt sooner.
+  cs[0].in_flight = 30;
+  auto order = p.Order(cs, a, 0);
+  EXPECT_EQ(order[0], 1u);
+  EXPECT_EQ(order[1], 0u);
+  EXPECT_EQ(order[2], 2u);  // unreachable: still a last resort
+  // Its own forecast counts as well: a replica that says it is busy is busy.
+  cs[0].in_flight = 0;
+  p.Update("r1", true, Idle(1) + "hone_slot_wait_seconds{model_name=\"m\"} 60\n");
+  EXPECT_EQ(p.Order(cs, a, 0).front(), 1u);
+  // An open breaker is last whatever the estimate.
+  p.Update("r1", true, Idle(1));
+  cs[0].excluded = true;
+  EXPECT_EQ(p.Order(cs, a, 0).back(), 0u);
+  EXPECT_FALSE(p.Reachable("r3"));
+  EXPECT_TRUE(p.Reachable("r1"));
+  EXPECT_EQ(p.Json()["r3"]["error"], "metrics: HTTP 503");
+}
+
+}  // namespace
+}  // namespace hone::route
