@@ -26,3 +26,10 @@ if [ ${#missing[@]} -gt 0 ]; then
 else
   echo "[deps] all system packages present"
 fi
+# kubectl renders the Kubernetes manifests for their checks (deploy/validate,
+# the deploy_manifests test). Debian has no kubectl package, so this only says
+# what is missing: the other tests do not need it.
+if ! command -v kubectl >/dev/null; then
+  echo "[deps] kubectl not found: the deploy checks (deploy/validate, ctest -R deploy_manifests) need it;" \
+       "install kubectl >= 1.27 from the Kubernetes release packages (https://kubernetes.io/docs/tasks/tools/)" >&2
+fi

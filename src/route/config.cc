@@ -120,6 +120,9 @@ Result<UpstreamConfig> ReadUpstream(const toml::table& t, const std::string& whe
   u.replica = kind == "hone";
   if (!u.replica && !u.metrics_url.empty()) return Bad(at, "metrics_url needs kind = \"hone\"");
   if (u.load_interval_s < 0.05) return Bad(at, "load_interval must be at least 50ms");
+  // A replica sends its role chunk at once and the first token after its
+  // queue and prefill: the wait between the two is a first-byte wait.
+  if (u.replica && !t.contains("idle_timeout")) u.idle_timeout_s = std::max(u.idle_timeout_s, u.first_byte_timeout_s);
   if (u.replica && u.metrics_url.empty()) {
     // http://host:port/v1 -> http://host:port/metrics
     const size_t host = u.base_url.find("://") + 3;

@@ -224,6 +224,8 @@ TEST(RouterConfig, ReplicasAndTheAffinityPolicy) {
   EXPECT_EQ(c->upstreams[0].load_interval_s, 1);
   EXPECT_EQ(c->upstreams[1].metrics_url, "http://10.0.0.2:8081/metrics");
   EXPECT_EQ(c->upstreams[1].load_interval_s, 0.25);
+  // A replica's wait between its role chunk and first token is a first-byte wait.
+  EXPECT_EQ(c->upstreams[0].idle_timeout_s, c->upstreams[0].first_byte_timeout_s);
   EXPECT_EQ(c->routes[0].policy, Policy::kAffinity);
   EXPECT_EQ(c->routes[1].policy, Policy::kRoundRobin);
   EXPECT_STREQ(PolicyName(Policy::kAffinity), "affinity");

@@ -70,6 +70,8 @@ std::map<std::string, ReplicaModelLoad> ParseReplicaMetrics(const std::string& t
       out[model].e2e_sum_s = v;
     } else if (name == "hone_e2e_request_latency_seconds_count") {
       out[model].e2e_count = v;
+    } else if (name == "hone_request_queue_time_seconds_sum") {
+      out[model].queue_sum_s = v;
     } else if (name == "hone_cache_config_info") {
       out[model].slots = std::atoi(Label(labels, "slots").c_str());
     }

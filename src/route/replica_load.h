@@ -16,6 +16,7 @@ struct ReplicaModelLoad {
   double prefill_tps = 0;  // hone_prefill_tokens_per_second; 0: not measured yet
   double e2e_sum_s = 0;    // hone_e2e_request_latency_seconds_sum / _count
   double e2e_count = 0;
+  double queue_sum_s = 0;  // hone_request_queue_time_seconds_sum: of e2e, waiting for a slot
 };
 
 // The samples of every model in Prometheus text; lines it does not know are skipped.

@@ -27,12 +27,15 @@ void ReplicaPicker::Update(const std::string& upstream, bool ok, const std::stri
   r.reachable = ok;
   r.error = ok ? "" : text_or_error;
   if (!ok) return;
+  // A request's time in a slot (its latency less its wait for one), over the
+  // requests that ended since the last scrape: the queue estimate's unit.
   for (auto& [model, load] : fresh) {
     auto old = r.models.find(model);
-    if (old != r.models.end() && load.e2e_count > old->second.e2e_count)
-      r.service_s[model] = (load.e2e_sum_s - old->second.e2e_sum_s) / (load.e2e_count - old->second.e2e_count);
-    else if (old == r.models.end() && load.e2e_count > 0)
-      r.service_s[model] = load.e2e_sum_s / load.e2e_count;
+    const ReplicaModelLoad zero;
+    const ReplicaModelLoad& prev = old != r.models.end() ? old->second : zero;
+    const double n = load.e2e_count - prev.e2e_count;
+    const double busy = (load.e2e_sum_s - prev.e2e_sum_s) - (load.queue_sum_s - prev.queue_sum_s);
+    if (n > 0 && busy > 0) r.service_s[model] = busy / n;
   }
   r.models = std::move(fresh);
 }
@@ -97,7 +100,7 @@ nlohmann::json ReplicaPicker::Json() const {
       models[model] = {{"waiting", l.waiting},         {"running", l.running},
                        {"kv_cache_usage", l.kv_usage}, {"slots", l.slots},
                        {"slot_wait_s", l.slot_wait_s}, {"prefill_tokens_per_s", l.prefill_tps}};
-      if (auto s = r.service_s.find(model); s != r.service_s.end()) models[model]["mean_latency_s"] = s->second;
+      if (auto s = r.service_s.find(model); s != r.service_s.end()) models[model]["mean_slot_time_s"] = s->second;
     }
     out[name] = {{"reachable", r.reachable}, {"models", models}};
     if (!r.error.empty()) out[name]["error"] = r.error;

@@ -54,7 +54,7 @@ class ReplicaPicker {
     bool reachable = false;
     std::string error;
     std::map<std::string, ReplicaModelLoad> models;
-    std::map<std::string, double> service_s;  // mean request latency between the last two scrapes
+    std::map<std::string, double> service_s;  // mean time in a slot, between the last two scrapes
   };
   PrefixIndex index_;
   mutable std::mutex mu_;

@@ -53,10 +53,11 @@ TEST(ReplicaMetrics, ReadsTheProtocolSeriesPerModel) {
       "hone_kv_cache_usage_perc{model_name=\"qwen\"} 0.25\n"
       "hone_slot_wait_seconds{model_name=\"qwen\"} 1.5\n"
       "hone_prefill_tokens_per_second{model_name=\"qwen\"} 812.5\n"
-      "hone_cache_config_info{model_name=\"qwen\",block_size=\"1\",num_blocks=\"16384\",slots=\"4\"} 1\n"
+      "hone_cache_config_info{model_name=\"qwen\",block_size=\"1\",num_gpu_blocks=\"16384\",slots=\"4\"} 1\n"
       "hone_e2e_request_latency_seconds_bucket{model_name=\"qwen\",le=\"+Inf\"} 10\n"
       "hone_e2e_request_latency_seconds_sum{model_name=\"qwen\"} 20\n"
       "hone_e2e_request_latency_seconds_count{model_name=\"qwen\"} 10\n"
+      "hone_request_queue_time_seconds_sum{model_name=\"qwen\"} 5\n"
       "vllm:num_requests_waiting{model_name=\"qwen\"} 99\n"
       "garbage line without a value\n";
   auto m = ParseReplicaMetrics(text);
@@ -69,23 +70,21 @@ TEST(ReplicaMetrics, ReadsTheProtocolSeriesPerModel) {
   EXPECT_DOUBLE_EQ(q.prefill_tps, 812.5);
   EXPECT_EQ(q.slots, 4);
   EXPECT_EQ(q.e2e_count, 10);
+  EXPECT_EQ(q.queue_sum_s, 5);
   EXPECT_EQ(m["other"].waiting, 1);
 }
 
 std::string Idle(int slots) {
   return "hone_num_requests_waiting{model_name=\"m\"} 0\nhone_num_requests_running{model_name=\"m\"} 0\n"
          "hone_prefill_tokens_per_second{model_name=\"m\"} 100\n"
-         "hone_cache_config_info{model_name=\"m\",block_size=\"1\",num_blocks=\"4096\",slots=\"" +
+         "hone_cache_config_info{model_name=\"m\",block_size=\"1\",num_gpu_blocks=\"4096\",slots=\"" +
          std::to_string(slots) + "\"} 1\n";
 }
 
 std::vector<ReplicaPicker::Candidate> Three() {
-  std::vector<ReplicaPicker::Candidate> cs(3);
-  for (int i = 0; i < 3; ++i) {
-    cs[i].upstream = "r" + std::to_string(i + 1);
-    cs[i].label = cs[i].upstream + ":m";
-    cs[i].model = "m";
-  }
+  std::vector<ReplicaPicker::Candidate> cs;
+  for (std::string name : {"r1", "r2", "r3"})
+    cs.push_back(ReplicaPicker::Candidate{.label = name + ":m", .upstream = name, .model = "m"});
   return cs;
 }
 

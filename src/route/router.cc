@@ -138,6 +138,9 @@ std::vector<size_t> Router::Order(const RouteConfig& r, const serve::GenerationR
       cs.push_back(std::move(c));
     }
     order = picker_.Order(cs, *blocks, rotation_.fetch_add(1));
+    // Recorded at once, not when the target answers: a burst of one tenant's
+    // requests must find where the first of them went.
+    if (!order.empty()) picker_.Record(cs[order.front()].label, *blocks);
   }
   return order;
 }

@@ -55,7 +55,7 @@ constexpr FamilyInfo kFamilies[] = {
     {metric::kKvUsage, "Share of KV cache cells in use over all slots, 0 to 1", true},
     {metric::kPrefixQueries, "Prompt tokens looked up in the prefix cache", true},
     {metric::kPrefixHits, "Prompt tokens found in the prefix cache", true},
-    {metric::kCacheConfig, "KV cache geometry: block_size tokens per cell, num_blocks cells over all slots", true},
+    {metric::kCacheConfig, "KV cache geometry: block_size tokens per cell, num_gpu_blocks cells over all slots (the protocol's name)", true},
     {metric::kSlotWait, "Forecast wait for a slot of a request arriving now, seconds", false},
     {metric::kPrefillRate, "Measured prompt tokens prefilled per second", false},
     {metric::kLoads, "Models loaded", false},
@@ -172,11 +172,7 @@ void Metrics::RenderFamilies(bool only_vllm, std::string* out) const {
     if (per_model.empty() || !header(name, "gauge", &n)) continue;
     for (const auto& [model, labels] : per_model) {
       std::string l = Label(model);
-      for (const auto& [k, v] : labels) {
-        // vLLM calls the cell count num_gpu_blocks.
-        const std::string key = only_vllm && k == "num_blocks" ? "num_gpu_blocks" : k;
-        l += "," + key + "=\"" + EscapeLabel(v) + "\"";
-      }
+      for (const auto& [k, v] : labels) l += "," + k + "=\"" + EscapeLabel(v) + "\"";
       *out += n + "{" + l + "} 1\n";
     }
   }

@@ -81,8 +81,9 @@ inline constexpr const char* kUnloads = "hone_model_unloads_total";
 inline constexpr const char* kLoadSeconds = "hone_model_load_duration_seconds";
 inline constexpr const char* kUnloadSeconds = "hone_model_unload_duration_seconds";
 inline constexpr const char* kRejected = "hone_requests_rejected_total";
-// Info: block_size (tokens per KV cell: 1 in llama.cpp), num_blocks (cells
-// over all slots), slots.
+// Info: block_size (tokens per KV cell: 1 in llama.cpp), num_gpu_blocks
+// (cells over all slots: the model-server protocol's label name, GPU or
+// not), slots.
 inline constexpr const char* kCacheConfig = "hone_cache_config_info";
 // The scheduler's forecast for a request arriving now: its wait for a slot,
 // and the measured prefill rate (a router over replicas reads both).

@@ -62,7 +62,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(std::shared_ptr<engine::Mod
   if (metrics) {  // one KV cell holds one token; prefix reuse works per cell
     metrics->SetInfo(metric::kCacheConfig, s->name_,
                      {{"block_size", "1"},
-                      {"num_blocks", std::to_string(opt.ctx_per_slot * opt.slots)},
+                      {"num_gpu_blocks", std::to_string(opt.ctx_per_slot * opt.slots)},
                       {"slots", std::to_string(opt.slots)}});
   }
   s->thread_ = std::thread([p = s.get()] { p->Loop(); });

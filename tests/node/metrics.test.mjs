@@ -61,7 +61,7 @@ test('the gauges move under load, and the text passes promtool', async () => {
   const idle = await scrape();
   assert.equal(sample(idle, 'hone_num_requests_running'), 0);
   assert.equal(sample(idle, 'hone_num_requests_waiting'), 0);
-  assert.match(idle, new RegExp(`^hone_cache_config_info\\{model_name="${MODEL}",block_size="1",num_blocks="\\d+",slots="1"\\} 1$`, 'm'));
+  assert.match(idle, new RegExp(`^hone_cache_config_info\\{model_name="${MODEL}",block_size="1",num_gpu_blocks="\\d+",slots="1"\\} 1$`, 'm'));
   assert.match(idle, new RegExp(`^vllm:cache_config_info\\{model_name="${MODEL}",block_size="1",num_gpu_blocks="\\d+",slots="1"\\} 1$`, 'm'));
 
   // One slot and six long requests: one runs, five wait.
