@@ -6,7 +6,7 @@
 // "support" targets them all (kind = "hone"). The workload is support chat:
 // 8 tenants, each with its own ~0.8 KB system prompt (~210 tokens), and 16 clients (two per
 // tenant), each sending its tenant's system prompt and a new question,
-// streamed, greedy, then reading the answer for a while (think time 2-6 s,
+// streamed, greedy, then reading the answer for a while (think time 6-14 s,
 // the same seeded sequence for both policies) before the next. Each repetition runs both
 // policies on fresh replicas (cold caches), alternating which goes first.
 //
@@ -16,7 +16,7 @@
 // output tok/s; and the ratios affinity / round robin, mean ± 95% CI.
 //
 // Usage: node bench/replicas.mjs [--model models/qwen2.5-0.5b.Q4_K_M.gguf]
-//          [--requests 4] (per client) [--reps 3] [--threads 1] [--slots 2]
+//          [--requests 4] (per client) [--reps 3] [--threads 1] [--slots 4] [--think-min 6] [--think-max 14]
 import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -27,9 +27,9 @@ const arg = (n, d) => { const i = process.argv.indexOf('--' + n); return i > 0 ?
 const HONE = arg('hone', path.join(root, 'build/hone'));
 const MODEL = path.resolve(arg('model', path.join(root, 'models/qwen2.5-0.5b.Q4_K_M.gguf')));
 const PER_CLIENT = Number(arg('requests', 4)), REPS = Number(arg('reps', 3));
-const THREADS = arg('threads', '1'), SLOTS = arg('slots', '2');
+const THREADS = arg('threads', '1'), SLOTS = arg('slots', '4');
 const REPLICAS = 3, TENANTS = 8, CLIENTS = 16, MAX_TOKENS = 16;
-const THINK_MIN_S = Number(arg('think-min', 2)), THINK_MAX_S = Number(arg('think-max', 6));
+const THINK_MIN_S = Number(arg('think-min', 6)), THINK_MAX_S = Number(arg('think-max', 14));
 // Think times: the same for both policies of a repetition.
 function thinkTimes(seed) {
   let x = seed;

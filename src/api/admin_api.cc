@@ -62,7 +62,7 @@ HttpResponse HoneRender(serve::ModelPool& pool, const api::GenerationCodec& chat
   if (!p) return Fail(p.error());
   HttpResponse res;
   res.log.model = m.name;
-  json out = {{"model", m.name}, {"tokens", p->tokens.size()}};
+  json out = {{"model", m.name}, {"tokens", p->tokens.size()}, {"token_ids", p->tokens}};
   if (p->plan) {
     out["prompt"] = p->plan->prompt;
     out["format"] = p->plan->format;

@@ -176,6 +176,11 @@ HttpResponse Driver::Generate(const GenerationCodec& codec, const HttpRequest& r
   json body;
   auto parsed = ParseRequest(codec, req.body, &body);
   if (!parsed) return codec.Fail(parsed.error());
+  if (!req.may_pin && parsed->request.keep_alive_s && *parsed->request.keep_alive_s <= 0)
+    return codec.Fail(MakeError(ErrorCode::kPermissionDenied,
+                                "keep_alive " + std::string(*parsed->request.keep_alive_s == 0 ? "0 (unload)"
+                                                                                                : "< 0 (pin)") +
+                                    " needs an admin key (--admin-keys); send a duration, or none"));
   if (parsed->load_only) return LoadOnly(codec, parsed->request);
   parsed->request.cancelled = req.client_gone;
   parsed->request.tenant = req.tenant;

@@ -44,6 +44,9 @@ HttpError ToHttpError(const Error& e, ApiFlavor flavor) {
     case ErrorCode::kInternal:
       h.status = 500, h.type = "server_error";
       break;
+    case ErrorCode::kPermissionDenied:
+      h.status = 403, h.type = "invalid_request_error", h.code = "forbidden";
+      break;
   }
   return h;
 }

@@ -143,6 +143,9 @@ void HttpServer::Live(httplib::Response& res) const {
 
 void HttpServer::WriteMetrics(httplib::Response& res) const {
   std::string body = metrics_.Render(config_.metrics_compat == "vllm");
+  // A router over replicas reads this to stop sending here while streams finish.
+  body += serve::FamilyHeader("hone_server_draining", "gauge", "1 once SIGTERM began a drain: new requests get 503") +
+          "hone_server_draining " + (draining_.load() ? "1" : "0") + "\n";
   if (router_metrics_) router_metrics_(&body);
   res.set_content(body, "text/plain; version=0.0.4");
 }
@@ -199,6 +202,13 @@ std::string PresentedKey(const std::string& authorization, const std::string& x_
 std::string HttpServer::Tenant(const std::string& authorization, const std::string& x_api_key) const {
   if (api_keys_.empty() && admin_keys_.empty()) return "";
   return route::KeyFingerprint(PresentedKey(authorization, x_api_key));
+}
+
+bool HttpServer::IsAdmin(const std::string& authorization, const std::string& x_api_key) const {
+  const std::string key = PresentedKey(authorization, x_api_key);
+  bool admin = false;
+  for (const auto& k : admin_keys_) admin |= !key.empty() && SameKey(key, k);
+  return admin;
 }
 
 bool HttpServer::Authorized(const std::string& authorization, const std::string& x_api_key) const {
@@ -260,9 +270,8 @@ void HttpServer::Routes() {
                             req.path == "/hone/routes/canary";
     if (admin_path && !admin_keys_.empty()) {
       const std::string key = PresentedKey(req.get_header_value("Authorization"), req.get_header_value("x-api-key"));
-      bool admin = false;
-      for (const auto& k : admin_keys_) admin |= !key.empty() && SameKey(key, k);
-      if (admin) return httplib::Server::HandlerResponse::Unhandled;
+      if (IsAdmin(req.get_header_value("Authorization"), req.get_header_value("x-api-key")))
+        return httplib::Server::HandlerResponse::Unhandled;
       if (!key.empty() && Authorized(req.get_header_value("Authorization"), req.get_header_value("x-api-key"))) {
         Apply(ErrorResponse(HttpError{403, req.path + " needs an admin key (--admin-keys)", "invalid_request_error",
                                       "forbidden"},
@@ -320,6 +329,7 @@ void HttpServer::Routes() {
       r.body = req.body;
       r.id = t_request_id;
       r.tenant = Tenant(req.get_header_value("Authorization"), req.get_header_value("x-api-key"));
+      r.may_pin = admin_keys_.empty() || IsAdmin(req.get_header_value("Authorization"), req.get_header_value("x-api-key"));
       const std::string cache_control = req.get_header_value("Cache-Control");
       r.no_cache = cache_control.find("no-cache") != std::string::npos ||
                    cache_control.find("no-store") != std::string::npos ||

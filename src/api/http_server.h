@@ -72,6 +72,7 @@ class HttpServer {
   void Live(httplib::Response& res) const;
   void WriteMetrics(httplib::Response& res) const;
   bool Authorized(const std::string& authorization, const std::string& x_api_key) const;
+  bool IsAdmin(const std::string& authorization, const std::string& x_api_key) const;
   // The key a request presents (Bearer or x-api-key), as its tenant fingerprint.
   std::string Tenant(const std::string& authorization, const std::string& x_api_key) const;
 

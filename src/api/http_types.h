@@ -19,6 +19,9 @@ struct HttpRequest {
   // empty: budgets and the response cache are kept per tenant.
   std::string tenant;
   bool no_cache = false;  // Cache-Control: no-cache / no-store, or X-Hone-Cache: bypass
+  // False for a client key on a server with admin keys: its keep_alive may
+  // not pin a model (< 0) or unload it (0); those are the admin's.
+  bool may_pin = true;
   // True once the client has disconnected (see peer_watch.h); never null.
   std::function<bool()> client_gone = [] { return false; };
   // True once the server's drain deadline has passed: what still runs ends

@@ -86,6 +86,8 @@ Result<serve::PoolOptions> PoolOptionsFrom(const serve::ServeConfig& c) {
   p.pinned = c.pinned;
   p.use_profiles = c.profiles;
   p.slots_explicit = c.slots_set;
+  // As many may wait for a model's load as for its slots.
+  p.max_load_waiters = std::max(1, c.max_queue);
   return p;
 }
 

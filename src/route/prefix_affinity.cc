@@ -53,7 +53,11 @@ size_t PrefixIndex::Match(const std::string& target, const PromptBlocks& p) cons
 void PrefixIndex::Record(const std::string& target, const PromptBlocks& p) {
   std::lock_guard<std::mutex> lock(mu_);
   Lru& lru = targets_[target];
-  for (uint64_t h : p.hashes) {
+  // The last block goes in first, so the first block is the most recent:
+  // evicting from the back drops a prefix's tail, never the head its other
+  // blocks' chained hashes depend on.
+  for (auto b = p.hashes.rbegin(); b != p.hashes.rend(); ++b) {
+    const uint64_t h = *b;
     auto it = lru.where.find(h);
     if (it != lru.where.end()) lru.order.erase(it->second);
     lru.order.push_front(h);

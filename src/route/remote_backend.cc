@@ -518,6 +518,9 @@ Result<std::string> RemoteBackend::FetchMetrics() {
     return MakeError(ErrorCode::kUpstream, status ? "metrics: HTTP " + std::to_string(status)
                                                   : "metrics unreachable: " + call->error_text());
   std::string body = call->ReadAll(deadline, 4u << 20);
+  // A cut body would make the models missing from it look idle.
+  if (!call->done() || call->error() != TransportError::kNone)
+    return MakeError(ErrorCode::kUpstream, "metrics: the body was cut short (" + call->error_text() + ")");
   return body;
 }
 

@@ -1,5 +1,6 @@
 #include "route/replica_load.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
@@ -47,13 +48,19 @@ std::string Label(const std::string& labels, const std::string& key) {
 
 }  // namespace
 
-std::map<std::string, ReplicaModelLoad> ParseReplicaMetrics(const std::string& text) {
-  std::map<std::string, ReplicaModelLoad> out;
+ReplicaMetrics ParseReplicaMetrics(const std::string& text) {
+  ReplicaMetrics all;
+  auto& out = all.models;
   std::istringstream in(text);
   std::string line, name, labels;
   double v = 0;
   while (std::getline(in, line)) {
     if (line.rfind("hone_", 0) != 0 || !SplitSample(line, &name, &labels, &v)) continue;
+    if (!std::isfinite(v) || v < 0) continue;
+    if (name == "hone_server_draining") {
+      all.draining = v > 0;
+      continue;
+    }
     const std::string model = Label(labels, "model_name");
     if (model.empty()) continue;
     if (name == "hone_num_requests_waiting") {
@@ -72,11 +79,15 @@ std::map<std::string, ReplicaModelLoad> ParseReplicaMetrics(const std::string& t
       out[model].e2e_count = v;
     } else if (name == "hone_request_queue_time_seconds_sum") {
       out[model].queue_sum_s = v;
+    } else if (name == "hone_model_load_duration_seconds_sum") {
+      out[model].load_sum_s = v;
+    } else if (name == "hone_model_load_duration_seconds_count") {
+      out[model].load_count = v;
     } else if (name == "hone_cache_config_info") {
       out[model].slots = std::atoi(Label(labels, "slots").c_str());
     }
   }
-  return out;
+  return all;
 }
 
 }  // namespace hone::route

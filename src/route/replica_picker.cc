@@ -16,16 +16,22 @@ constexpr double kDefaultPrefillTps = 500;
 constexpr double kDefaultServiceS = 1;
 // An unreachable or draining replica: after every reachable one.
 constexpr double kUnreachableS = 1e6;
+// A replica that has not loaded the model: its load time (measured there
+// when it loaded it before, else this guess) comes first.
+constexpr double kDefaultLoadS = 5;
+// Estimates within this factor of the best one are ties (Order).
+constexpr double kAlike = 1.25;
 
 }  // namespace
 
 void ReplicaPicker::Update(const std::string& upstream, bool ok, const std::string& text_or_error) {
-  std::map<std::string, ReplicaModelLoad> fresh;
-  if (ok) fresh = ParseReplicaMetrics(text_or_error);
+  ReplicaMetrics parsed;
+  if (ok) parsed = ParseReplicaMetrics(text_or_error);
+  std::map<std::string, ReplicaModelLoad>& fresh = parsed.models;
   std::lock_guard<std::mutex> lock(mu_);
   Replica& r = replicas_[upstream];
-  r.reachable = ok;
-  r.error = ok ? "" : text_or_error;
+  r.reachable = ok && !parsed.draining;
+  r.error = !ok ? text_or_error : parsed.draining ? "draining (it refuses new requests)" : "";
   if (!ok) return;
   // A request's time in a slot (its latency less its wait for one), over the
   // requests that ended since the last scrape: the queue estimate's unit.
@@ -66,6 +72,8 @@ ReplicaPicker::Estimate ReplicaPicker::Predict(const Candidate& c, const PromptB
     if (auto s = r->second.service_s.find(c.model); s != r->second.service_s.end() && s->second > 0)
       service = s->second;
   }
+  // Not loaded there (never, or unloaded since): it loads the model first.
+  const double cold = load.slots > 0 ? 0 : load.load_count > 0 ? load.load_sum_s / load.load_count : kDefaultLoadS;
   // The replica's forecast is as old as the last scrape; the requests this
   // router sent since are counted at once.
   const int slots = std::max(1, load.slots);
@@ -74,7 +82,7 @@ ReplicaPicker::Estimate ReplicaPicker::Predict(const Candidate& c, const PromptB
   const double wait = std::max(load.slot_wait_s, queued);
   const double tps = load.prefill_tps > 0 ? load.prefill_tps : kDefaultPrefillTps;
   const double matched = std::min<double>(e.matched_blocks * kPrefixBlockBytes, p.bytes);
-  e.ttft_s = wait + (p.bytes - matched) / kBytesPerToken / tps;
+  e.ttft_s = cold + wait + (p.bytes - matched) / kBytesPerToken / tps;
   return e;
 }
 
@@ -84,10 +92,20 @@ std::vector<size_t> ReplicaPicker::Order(const std::vector<Candidate>& cs, const
   std::iota(order.begin(), order.end(), 0);
   if (cs.empty()) return order;
   std::rotate(order.begin(), order.begin() + rotation % cs.size(), order.end());
-  std::vector<int64_t> ms(cs.size());
+  std::vector<double> est(cs.size());
   for (size_t i = 0; i < cs.size(); ++i)
-    ms[i] = cs[i].excluded ? INT64_MAX : std::llround(Predict(cs[i], p).ttft_s * 1000);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ms[a] < ms[b]; });
+    est[i] = cs[i].excluded ? 4 * kUnreachableS : std::clamp(Predict(cs[i], p).ttft_s, 0.0, 2 * kUnreachableS);
+  // Within a quarter of the best estimate (and a millisecond), targets are
+  // alike: replicas whose measured prefill rates differ by noise must not
+  // draw every new prefix to the one that measured fastest. Alike ones keep
+  // the rotation's order, ahead of the rest by estimate. A cached prefix
+  // saves far more than a quarter, so it still decides.
+  const double best = *std::min_element(est.begin(), est.end());
+  auto alike = [&](size_t i) { return est[i] <= best * kAlike + 0.001; };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (alike(a) || alike(b)) return alike(a) && !alike(b);
+    return est[a] < est[b];
+  });
   return order;
 }
 

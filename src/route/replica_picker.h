@@ -22,9 +22,9 @@ namespace hone::route {
 
 class ReplicaPicker {
  public:
-  // A scrape of replica `upstream`'s /metrics: its text, or why it failed
-  // (unreachable or draining: the replica goes to the back of every order
-  // until a scrape succeeds again).
+  // A scrape of replica `upstream`'s /metrics: its text, or why it failed.
+  // Unreachable, or draining (hone_server_draining 1): the replica goes to
+  // the back of every order until a scrape says otherwise.
   void Update(const std::string& upstream, bool ok, const std::string& text_or_error);
 
   struct Candidate {
@@ -40,8 +40,9 @@ class ReplicaPicker {
     size_t matched_blocks = 0;
   };
   Estimate Predict(const Candidate& c, const PromptBlocks& p) const;
-  // Indices of `cs`, best first. Estimates within 1 ms are ties, broken by
-  // `rotation` so an idle cluster spreads new prefixes over its replicas.
+  // Indices of `cs`, best first. Estimates within a quarter of the best are
+  // ties, taken in turn from `rotation`, so an idle cluster spreads new
+  // prefixes over its replicas; the rest follow by estimate.
   std::vector<size_t> Order(const std::vector<Candidate>& cs, const PromptBlocks& p, uint64_t rotation) const;
   // The request went to `label`: its prefix is now likely cached there.
   void Record(const std::string& label, const PromptBlocks& p) { index_.Record(label, p); }

@@ -33,14 +33,15 @@ TEST(PrefixBlocks, SharedSystemPromptsShareLeadingBlocksOnly) {
   EXPECT_EQ(index.Match("r2:m", a2), 0u);
 }
 
-TEST(PrefixIndex, ForgetsTheLeastRecentlyUsedBlocks) {
-  PrefixIndex index(/*blocks_per_target=*/8);
+TEST(PrefixIndex, ForgetsTheLeastRecentlyUsedBlocksTailFirst) {
+  PrefixIndex index(/*blocks_per_target=*/10);
   const PromptBlocks a = PrefixBlocks(Chat(kSystemA, "x")), b = PrefixBlocks(Chat(kSystemB, "x"));
+  ASSERT_EQ(a.hashes.size(), 7u);  // 2023 bytes
   index.Record("t", a);
-  EXPECT_GE(index.Match("t", a), 7u);
-  index.Record("t", b);  // 8 more blocks: a's are gone
-  EXPECT_EQ(index.Match("t", a), 0u);
-  EXPECT_GE(index.Match("t", b), 7u);
+  EXPECT_EQ(index.Match("t", a), 7u);
+  index.Record("t", b);  // 14 blocks for 10 places: a loses its last four, keeps its head
+  EXPECT_EQ(index.Match("t", a), 3u);
+  EXPECT_EQ(index.Match("t", b), 7u);
 }
 
 TEST(ReplicaMetrics, ReadsTheProtocolSeriesPerModel) {
@@ -60,7 +61,7 @@ TEST(ReplicaMetrics, ReadsTheProtocolSeriesPerModel) {
       "hone_request_queue_time_seconds_sum{model_name=\"qwen\"} 5\n"
       "vllm:num_requests_waiting{model_name=\"qwen\"} 99\n"
       "garbage line without a value\n";
-  auto m = ParseReplicaMetrics(text);
+  auto m = ParseReplicaMetrics(text).models;
   ASSERT_EQ(m.count("qwen"), 1u);
   const ReplicaModelLoad& q = m["qwen"];
   EXPECT_EQ(q.waiting, 3);
@@ -72,6 +73,21 @@ TEST(ReplicaMetrics, ReadsTheProtocolSeriesPerModel) {
   EXPECT_EQ(q.e2e_count, 10);
   EXPECT_EQ(q.queue_sum_s, 5);
   EXPECT_EQ(m["other"].waiting, 1);
+  EXPECT_FALSE(ParseReplicaMetrics(text).draining);
+  EXPECT_TRUE(ParseReplicaMetrics(text + "hone_server_draining 1\n").draining);
+}
+
+TEST(ReplicaMetrics, GarbageValuesAreSkipped) {
+  auto m = ParseReplicaMetrics(
+               "hone_num_requests_waiting{model_name=\"m\"} NaN\n"
+               "hone_slot_wait_seconds{model_name=\"m\"} -5\n"
+               "hone_prefill_tokens_per_second{model_name=\"m\"} +Inf\n"
+               "hone_num_requests_running{model_name=\"m\"} 2\n")
+               .models;
+  EXPECT_EQ(m["m"].waiting, 0);
+  EXPECT_EQ(m["m"].slot_wait_s, 0);
+  EXPECT_EQ(m["m"].prefill_tps, 0);
+  EXPECT_EQ(m["m"].running, 2);
 }
 
 std::string Idle(int slots) {
@@ -136,6 +152,25 @@ TEST(ReplicaPicker, LoadOutweighsAffinityAndUnreachableReplicasGoLast) {
   EXPECT_FALSE(p.Reachable("r3"));
   EXPECT_TRUE(p.Reachable("r1"));
   EXPECT_EQ(p.Json()["r3"]["error"], "metrics: HTTP 503");
+  // A draining replica's metrics still answer, and say so: it goes last.
+  cs[0].excluded = false;
+  p.Update("r1", true, Idle(1) + "hone_server_draining 1\n");
+  EXPECT_FALSE(p.Reachable("r1"));
+  EXPECT_EQ(p.Order(cs, a, 0).front(), 1u);
+}
+
+TEST(ReplicaPicker, AReplicaWithoutTheModelCountsItsLoadTime) {
+  ReplicaPicker p;
+  p.Update("r1", true, "hone_model_load_duration_seconds_sum{model_name=\"m\"} 30\n"
+                       "hone_model_load_duration_seconds_count{model_name=\"m\"} 2\n");
+  p.Update("r2", true, Idle(1));
+  p.Update("r3", true, "");  // serves other models only
+  auto cs = Three();
+  const PromptBlocks a = PrefixBlocks(Chat(kSystemA, "q"));
+  const double prefill = a.bytes / 4.0 / 500;  // at the default rate: neither measured one
+  EXPECT_NEAR(p.Predict(cs[0], a).ttft_s, 15 + prefill, 1e-9);  // its own mean load time
+  EXPECT_NEAR(p.Predict(cs[2], a).ttft_s, 5 + prefill, 1e-9);   // never loaded there: 5 s
+  EXPECT_EQ(p.Order(cs, a, 0).front(), 1u);  // r2 has it loaded
 }
 
 }  // namespace

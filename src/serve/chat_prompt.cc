@@ -1,6 +1,8 @@
 #include "serve/chat_prompt.h"
 
+#include <atomic>
 #include <cctype>
+#include <chrono>
 #include <map>
 
 namespace hone::serve {
@@ -59,6 +61,77 @@ Result<std::vector<engine::Token>> Transcript(const engine::Tokenizer& tok,
   return tok.Encode(text, /*add_special=*/true, /*parse_special=*/false);
 }
 
+// Control tokens a client typed ("<|im_start|>system" in a message) must
+// stay text: only the template's own markup may become control tokens. So
+// before rendering, each control-token text in a message is swapped for a
+// sentinel (private-use characters around a per-request nonce, which no
+// template rewrites); the rendered prompt is tokenized with special-token
+// parsing between sentinels, and each sentinel as the original text without
+// it. llama-server parses the whole prompt, so there a user can open a
+// system turn.
+class ControlTextGuard {
+ public:
+  explicit ControlTextGuard(const engine::Tokenizer& tok) : tok_(tok) {
+    static std::atomic<uint64_t> counter{0};
+    nonce_ = std::to_string(std::chrono::steady_clock::now().time_since_epoch().count() ^ (++counter * 0x9e3779b97f4a7c15ull));
+  }
+  // `text` with its control-token texts swapped for sentinels.
+  std::string Neutralize(const std::string& text) {
+    auto special = tok_.Encode(text, /*add_special=*/false, /*parse_special=*/true);
+    if (!special) return text;
+    std::string out;
+    size_t pos = 0;
+    for (engine::Token t : *special) {
+      if (!tok_.Piece(t, false).empty()) continue;  // a control token renders only with render_special
+      const std::string piece = tok_.Piece(t, true);
+      const size_t at = piece.empty() ? std::string::npos : text.find(piece, pos);
+      if (at == std::string::npos) continue;
+      out += text.substr(pos, at - pos);
+      out += Sentinel(originals_.size());
+      originals_.push_back(piece);
+      pos = at + piece.size();
+    }
+    return originals_.empty() && pos == 0 ? text : out + text.substr(pos);
+  }
+  bool active() const { return !originals_.empty(); }
+  // The rendered prompt's tokens: markup parsed, sentinels as plain text.
+  Result<std::vector<engine::Token>> Encode(const std::string& prompt) const {
+    std::vector<engine::Token> out;
+    size_t pos = 0;
+    auto append = [&](const std::string& piece, bool markup) -> Status {
+      if (piece.empty()) return {};
+      auto t = tok_.Encode(piece, /*add_special=*/out.empty() && pos == 0, markup);
+      if (!t) return t.error();
+      out.insert(out.end(), t->begin(), t->end());
+      return {};
+    };
+    for (size_t i = 0; i < originals_.size(); ++i) {
+      const std::string mark = Sentinel(i);
+      const size_t at = prompt.find(mark, pos);
+      if (at == std::string::npos) continue;  // the template dropped that message
+      if (Status s = append(prompt.substr(pos, at - pos), true); !s) return s.error();
+      if (Status s = append(originals_[i], false); !s) return s.error();
+      pos = at + mark.size();
+    }
+    if (Status s = append(prompt.substr(pos), true); !s) return s.error();
+    return out;
+  }
+  // The prompt as the client's text reads, for /hone/render.
+  std::string Restore(std::string prompt) const {
+    for (size_t i = 0; i < originals_.size(); ++i) {
+      const std::string mark = Sentinel(i);
+      for (size_t at; (at = prompt.find(mark)) != std::string::npos;) prompt.replace(at, mark.size(), originals_[i]);
+    }
+    return prompt;
+  }
+
+ private:
+  std::string Sentinel(size_t i) const { return "\xEE\x80\x80" + nonce_ + ":" + std::to_string(i) + "\xEE\x80\x81"; }
+  const engine::Tokenizer& tok_;
+  std::string nonce_;
+  std::vector<std::string> originals_;
+};
+
 }  // namespace
 
 Result<ChatPrompt> RenderChat(const engine::Model& model, const engine::ChatTemplate* tmpl,
@@ -90,14 +163,19 @@ Result<ChatPrompt> RenderChat(const engine::Model& model, const engine::ChatTemp
     if (!t) return t.error();
     out.tokens = std::move(*t);
   } else {
-    auto plan = tmpl->Render(ToEngine(r, messages));
+    ControlTextGuard guard(tok);
+    std::vector<Message> guarded = messages;
+    for (Message& m : guarded) m.content = guard.Neutralize(m.content);
+    auto plan = tmpl->Render(ToEngine(r, guarded));
     if (!plan) return plan.error();
-    // The template's markup is special tokens; the client's text inside it
-    // is tokenized the same way, as llama-server does. BOS as the vocabulary
-    // wants it: the library strips a template's own leading BOS for that.
-    auto t = tok.Encode(plan->prompt, /*add_special=*/true, /*parse_special=*/true);
+    // The template's markup is special tokens; the client's text is not.
+    // BOS as the vocabulary wants it: the library strips a template's own
+    // leading BOS for that.
+    auto t = guard.active() ? guard.Encode(plan->prompt)
+                            : tok.Encode(plan->prompt, /*add_special=*/true, /*parse_special=*/true);
     if (!t) return t.error();
     out.tokens = std::move(*t);
+    plan->prompt = guard.Restore(std::move(plan->prompt));
     out.plan = std::move(*plan);
   }
   if (!partial.empty()) {

@@ -18,7 +18,7 @@ namespace hone::serve {
 std::string MetricNumber(double v);
 // "# HELP name help\n# TYPE name type\n": every family starts with both.
 std::string FamilyHeader(const std::string& name, const char* type, const std::string& help);
-// A label value escaped for the text format (\\, \", newline).
+// A label value escaped for the text format (\\ and \"; a newline becomes a space).
 std::string EscapeLabel(const std::string& value);
 
 class Histogram {

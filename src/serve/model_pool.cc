@@ -1,5 +1,7 @@
 #include "serve/model_pool.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -228,11 +230,31 @@ Result<std::shared_ptr<LoadedModel>> ModelPool::Load(const RegistryEntry& e) {
   return m;
 }
 
+namespace {
+// A file's identity for the failed-load memory: a replaced file is tried again.
+std::string FileStamp(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "";
+  return std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+         std::to_string(st.st_mtim.tv_nsec);
+}
+}  // namespace
+
 Result<std::unique_ptr<Lease>> ModelPool::Acquire(const std::string& name,
                                                   std::optional<double> keep_alive_s) {
   auto entry = registry_.Resolve(name);
   if (!entry) return entry.error();
   Entry& slot = *entries_.at((*entry)->name);
+  struct Waiting {
+    std::atomic<int>& n;
+    ~Waiting() { --n; }
+  } waiting{slot.load_waiters};
+  if (slot.load_waiters.fetch_add(1) >= opt_.max_load_waiters) {
+    Error e = MakeError(ErrorCode::kBusy, std::to_string(opt_.max_load_waiters) + " requests already wait for '" +
+                                              (*entry)->name + "' to load; retry shortly");
+    e.retry_after_s = 2;
+    return e;
+  }
   std::lock_guard<std::mutex> load_lock(slot.load_mu);
   bool loaded_now = false;
   std::shared_ptr<LoadedModel> m;
@@ -243,8 +265,27 @@ Result<std::unique_ptr<Lease>> ModelPool::Acquire(const std::string& name,
     if (m) ++m->in_use_, m->last_used_ = Clock::now();
   }
   if (!m) {
+    const std::string stamp = FileStamp((*entry)->path);
+    if (slot.failed && Clock::now() < slot.failed_until && stamp == slot.failed_file) {
+      Error e = *slot.failed;
+      const double left = std::chrono::duration<double>(slot.failed_until - Clock::now()).count();
+      e.message += " (the last load failed; not retried for " + std::to_string(static_cast<int>(left + 1)) +
+                   " s unless the file changes)";
+      e.retry_after_s = static_cast<int>(left + 1);
+      return e;
+    }
     auto r = Load(**entry);
-    if (!r) return r.error();
+    if (!r) {
+      // Admission depends on what else is resident, so it is asked again each time.
+      if (r.error().code != ErrorCode::kOutOfMemory && opt_.failed_load_retry_s > 0) {
+        slot.failed = r.error();
+        slot.failed_file = stamp;
+        slot.failed_until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                               std::chrono::duration<double>(opt_.failed_load_retry_s));
+      }
+      return r.error();
+    }
+    slot.failed.reset();
     m = *r;
     loaded_now = true;
     std::lock_guard<std::mutex> lock(mu_);

@@ -5,6 +5,7 @@
 // and unloaded when their keep_alive runs out; pinned models stay.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -34,6 +35,13 @@ struct PoolOptions {
   // its concurrency sets the slots unless they were given explicitly.
   bool use_profiles = true;
   bool slots_explicit = false;
+  // A model whose load failed (a corrupt or unreadable file) is not tried
+  // again for this long, unless its file changes: every request in between
+  // gets the same error at once, instead of another load (and the evictions
+  // before it).
+  double failed_load_retry_s = 30;
+  // Requests waiting for one model's load beyond this get kBusy (429).
+  int max_load_waiters = 64;
 };
 
 // A resident model. Requests hold it through a Lease so it is not evicted under them.
@@ -119,6 +127,11 @@ class ModelPool {
   struct Entry {
     std::mutex load_mu;  // one load at a time per model; other models keep serving
     std::shared_ptr<LoadedModel> loaded;
+    std::atomic<int> load_waiters{0};  // Acquire calls at or past load_mu
+    // GUARDED_BY(load_mu): the last failed load, its file's identity, and until when it stands.
+    std::optional<Error> failed;
+    std::string failed_file;  // size and mtime when it failed
+    Clock::time_point failed_until;
   };
   void Release(LoadedModel* m, std::optional<double> keep_alive_s);
   Status Admit(const RegistryEntry& e, uint64_t need);

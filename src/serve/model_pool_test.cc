@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <thread>
 
 #include "testing/test_env.h"
@@ -128,6 +129,50 @@ TEST(ModelPoolTest, KeepAliveExpiryAndExplicitUnload) {
   EXPECT_TRUE(pool.Unload("stories260K").ok());
   EXPECT_FALSE(Resident(pool, "stories260K"));
   EXPECT_EQ(pool.Unload("stories260K").error().code, ErrorCode::kNotFound);
+}
+
+// A corrupt model (its header reads, its tensors are cut) fails once and is
+// then refused at once, without loading again, until its file changes.
+TEST(ModelPoolTest, AFailedLoadIsRememberedUntilTheFileChanges) {
+  const std::string good = hone::testing::SharedModel("stories260K.gguf");
+  const std::string bad = hone::testing::TempPath("pool-cut-model.gguf");
+  {
+    std::ifstream in(good, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    std::ofstream(bad, std::ios::binary | std::ios::trunc) << bytes.substr(0, bytes.size() / 2);
+  }
+  auto reg = Registry::Build("", {bad}, {});
+  ASSERT_TRUE(reg.ok()) << reg.error().ToString();
+  Metrics metrics;
+  ModelPool pool(*reg, Small(), &metrics);
+  auto first = pool.Acquire("pool-cut-model");
+  ASSERT_FALSE(first.ok());
+  EXPECT_EQ(metrics.Get(metric::kLoadFailures, "pool-cut-model"), 1);
+  auto again = pool.Acquire("pool-cut-model");
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().code, first.error().code);
+  EXPECT_NE(again.error().message.find("not retried for"), std::string::npos) << again.error().message;
+  EXPECT_GT(again.error().retry_after_s, 0);
+  EXPECT_EQ(metrics.Get(metric::kLoadFailures, "pool-cut-model"), 1);  // no second load
+  // The file is replaced by a good copy: tried, and loaded, at once.
+  {
+    std::ifstream in(good, std::ios::binary);
+    std::ofstream(bad, std::ios::binary | std::ios::trunc) << in.rdbuf();
+  }
+  auto fixed = pool.Acquire("pool-cut-model");
+  ASSERT_TRUE(fixed.ok()) << fixed.error().ToString();
+}
+
+TEST(ModelPoolTest, WaitersForOneLoadAreBounded) {
+  Registry reg = TwoModels();
+  Metrics metrics;
+  PoolOptions o = Small();
+  o.max_load_waiters = 0;  // every Acquire counts itself first: 0 refuses all
+  ModelPool pool(reg, o, &metrics);
+  auto r = pool.Acquire("stories260K");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kBusy);
+  EXPECT_NE(r.error().message.find("wait for 'stories260K' to load"), std::string::npos) << r.error().message;
 }
 
 TEST(ModelPoolTest, DurationsParseLikeOllama) {

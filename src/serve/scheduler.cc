@@ -166,7 +166,34 @@ size_t CommonPrefix(const std::vector<engine::Token>& a, const std::vector<engin
 
 // Moves waiting jobs into free slots, reusing the longest cached prefix, from
 // the slot itself or copied from another.
+void Scheduler::DropAbandoned() {
+  std::vector<Pending> gone;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto now = Clock::now();
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if (it->job->cancelled() || now > it->job->deadline) {
+        gone.push_back(std::move(*it));
+        it = queue_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (gone.empty()) return;
+    metrics_->Set(metric::kWaiting, name_, static_cast<double>(queue_.size()));
+  }
+  for (Pending& p : gone) {
+    JobResult r;
+    r.finish = p.job->cancelled() ? Finish::kCancelled : Finish::kTimeout;
+    if (r.finish == Finish::kTimeout) r.error = "the request ran past its timeout while it waited for a slot";
+    p.job->Finish(r);
+  }
+}
+
 void Scheduler::Admit() {
+  // Before the slots are looked at: a full house must not keep the places
+  // of requests nobody waits for.
+  DropAbandoned();
   for (;;) {
     Pending p;
     Slot* best = nullptr;

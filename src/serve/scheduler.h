@@ -105,6 +105,9 @@ class Scheduler {
   Scheduler(std::shared_ptr<engine::Model> model, const SchedulerOptions& opt, Metrics* metrics,
             std::string name);
   void Loop();
+  // Queued jobs whose client left or whose deadline passed end now and free
+  // their place (each step, before admission).
+  void DropAbandoned();
   void Admit();
   void Step();
   void OnToken(Slot& s, engine::Token t);

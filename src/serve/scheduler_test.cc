@@ -194,6 +194,36 @@ TEST_F(SchedulerTest, QueueBeyondItsBoundIsRefused) {
   for (auto& j : jobs) j->Cancel();
 }
 
+// A queued job whose client left (or whose deadline passed) gives its queue
+// place back at the next step, while the one slot is still busy.
+TEST_F(SchedulerTest, AbandonedQueuedJobsFreeTheirPlace) {
+  auto s = Make({.slots = 1, .ctx_per_slot = 1024, .max_queue = 1});
+  auto runner = NewJob("Once upon a time", -1);  // holds the slot until cancelled
+  ASSERT_EQ(*s->Submit(runner), SubmitResult::kOk);
+  bool done = false;
+  while (runner->Take(std::chrono::milliseconds(50), &done).empty() && !done) {
+  }
+  auto waiting = NewJob("Once upon a time", 5);
+  ASSERT_EQ(*s->Submit(waiting), SubmitResult::kOk);
+  EXPECT_EQ(*s->Submit(NewJob("Once upon a time", 5)), SubmitResult::kQueueFull);
+  waiting->Cancel();
+  waiting->WaitAll();  // ends while the runner still holds the slot
+  EXPECT_EQ(waiting->result().finish, Finish::kCancelled);
+  EXPECT_EQ(s->waiting(), 0);
+  EXPECT_EQ(s->active(), 1);
+  // Its place is free again; and a job whose deadline passes while it waits ends as a timeout.
+  engine::SamplingOptions greedy;
+  greedy.temperature = 0;
+  auto late = std::make_shared<Job>(Prompt("Once upon a time"), 5, greedy, std::vector<std::string>{},
+                                    Clock::now() + std::chrono::milliseconds(1));
+  ASSERT_EQ(*s->Submit(late), SubmitResult::kOk);
+  late->WaitAll();
+  EXPECT_EQ(late->result().finish, Finish::kTimeout);
+  EXPECT_EQ(s->active(), 1);
+  runner->Cancel();
+  runner->WaitAll();
+}
+
 TEST_F(SchedulerTest, PromptLongerThanTheSlotIsAnError) {
   auto s = Make({.slots = 1, .ctx_per_slot = 256});
   std::string text;

@@ -30,6 +30,8 @@ const char* ErrorCodeName(ErrorCode code) {
       return "upstream failure";
     case ErrorCode::kTimeout:
       return "timeout";
+    case ErrorCode::kPermissionDenied:
+      return "permission denied";
   }
   return "error";
 }

@@ -23,6 +23,7 @@ enum class ErrorCode {
   kRateLimited,  // this caller sent too much; retry after retry_after_s
   kUpstream,     // a backend behind this one failed
   kTimeout,      // the request ran past its deadline
+  kPermissionDenied,  // this caller's key may not do that (an admin's may)
 };
 
 const char* ErrorCodeName(ErrorCode code);

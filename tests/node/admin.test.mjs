@@ -51,3 +51,18 @@ test('the client key still serves inference and the route list', async () => {
   assert.equal((await call('GET', '/hone/routes', USER)).status, 200);
   assert.equal((await call('GET', '/v1/models', 'wrong-key')).status, 401);
 });
+
+test('keep_alive that pins or unloads needs the admin key; a duration does not', async () => {
+  const gen = (key, keep_alive) => call('POST', '/api/generate', key,
+    { model: 'stories260K', prompt: 'Once', stream: false, options: { num_predict: 2 }, keep_alive });
+  for (const ka of [0, -1, '-1m']) {
+    const r = await gen(USER, ka);
+    assert.equal(r.status, 403, `keep_alive ${ka} with a client key`);
+    assert.match((await r.json()).error, /keep_alive .* needs an admin key/);
+  }
+  assert.equal((await gen(USER, '10m')).status, 200);
+  assert.equal((await gen(USER, undefined)).status, 200);
+  // For an admin it works.
+  assert.equal((await gen(ADMIN, -1)).status, 200);
+  assert.equal((await gen(ADMIN, 0)).status, 200);
+});
