@@ -48,9 +48,26 @@ std::string Label(const std::string& labels, const std::string& key) {
 
 }  // namespace
 
+// The series read, and where each value goes.
+struct Field {
+  const char* series;
+  double ReplicaModelLoad::*value;
+};
+constexpr Field kFields[] = {
+    {"hone_num_requests_waiting", &ReplicaModelLoad::waiting},
+    {"hone_num_requests_running", &ReplicaModelLoad::running},
+    {"hone_kv_cache_usage_perc", &ReplicaModelLoad::kv_usage},
+    {"hone_slot_wait_seconds", &ReplicaModelLoad::slot_wait_s},
+    {"hone_prefill_tokens_per_second", &ReplicaModelLoad::prefill_tps},
+    {"hone_e2e_request_latency_seconds_sum", &ReplicaModelLoad::e2e_sum_s},
+    {"hone_e2e_request_latency_seconds_count", &ReplicaModelLoad::e2e_count},
+    {"hone_request_queue_time_seconds_sum", &ReplicaModelLoad::queue_sum_s},
+    {"hone_model_load_duration_seconds_sum", &ReplicaModelLoad::load_sum_s},
+    {"hone_model_load_duration_seconds_count", &ReplicaModelLoad::load_count},
+};
+
 ReplicaMetrics ParseReplicaMetrics(const std::string& text) {
   ReplicaMetrics all;
-  auto& out = all.models;
   std::istringstream in(text);
   std::string line, name, labels;
   double v = 0;
@@ -63,28 +80,15 @@ ReplicaMetrics ParseReplicaMetrics(const std::string& text) {
     }
     const std::string model = Label(labels, "model_name");
     if (model.empty()) continue;
-    if (name == "hone_num_requests_waiting") {
-      out[model].waiting = v;
-    } else if (name == "hone_num_requests_running") {
-      out[model].running = v;
-    } else if (name == "hone_kv_cache_usage_perc") {
-      out[model].kv_usage = v;
-    } else if (name == "hone_slot_wait_seconds") {
-      out[model].slot_wait_s = v;
-    } else if (name == "hone_prefill_tokens_per_second") {
-      out[model].prefill_tps = v;
-    } else if (name == "hone_e2e_request_latency_seconds_sum") {
-      out[model].e2e_sum_s = v;
-    } else if (name == "hone_e2e_request_latency_seconds_count") {
-      out[model].e2e_count = v;
-    } else if (name == "hone_request_queue_time_seconds_sum") {
-      out[model].queue_sum_s = v;
-    } else if (name == "hone_model_load_duration_seconds_sum") {
-      out[model].load_sum_s = v;
-    } else if (name == "hone_model_load_duration_seconds_count") {
-      out[model].load_count = v;
-    } else if (name == "hone_cache_config_info") {
-      out[model].slots = std::atoi(Label(labels, "slots").c_str());
+    if (name == "hone_cache_config_info") {
+      all.models[model].slots = std::atoi(Label(labels, "slots").c_str());
+      continue;
+    }
+    for (const Field& f : kFields) {
+      if (name == f.series) {
+        all.models[model].*f.value = v;
+        break;
+      }
     }
   }
   return all;
