@@ -53,8 +53,15 @@ const system = (t) => `You are the support assistant of a web shop that sells ${
   `Answer in two sentences, politely, and never promise refunds the policy does not allow. Policy for ${SHOPS[t]}: `.repeat(1) +
   `returns within 30 days with the receipt; shipping takes 3 to 5 working days; orders over 50 euros ship free; `.repeat(6);
 
+// Every server this run started: a run that fails must not leave them behind.
+const children = new Set();
+process.on('exit', () => { for (const p of children) p.kill('SIGKILL'); });
+for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(1));
+
 function start(args, env = {}) {
   const proc = spawn(HONE, ['serve', '--port', '0', ...args], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
+  children.add(proc);
+  proc.on('exit', () => children.delete(proc));
   let log = '';
   const ready = new Promise((resolve, reject) => {
     proc.stderr.on('data', (d) => {
