@@ -24,15 +24,18 @@ constexpr double kAlike = 1.25;
 
 }  // namespace
 
-void ReplicaPicker::Update(const std::string& upstream, bool ok, const std::string& text_or_error) {
+bool ReplicaPicker::Update(const std::string& upstream, bool ok, const std::string& text_or_error) {
   ReplicaMetrics parsed;
   if (ok) parsed = ParseReplicaMetrics(text_or_error);
   std::map<std::string, ReplicaModelLoad>& fresh = parsed.models;
   std::lock_guard<std::mutex> lock(mu_);
+  const bool known = replicas_.count(upstream) > 0;
   Replica& r = replicas_[upstream];
+  const bool was = r.reachable;
   r.reachable = ok && !parsed.draining;
   r.error = !ok ? text_or_error : parsed.draining ? "draining (it refuses new requests)" : "";
-  if (!ok) return;
+  const bool changed = known ? was != r.reachable : !r.reachable;
+  if (!ok) return changed;
   // A request's time in a slot (its latency less its wait for one), over the
   // requests that ended since the last scrape: the queue estimate's unit.
   for (auto& [model, load] : fresh) {
@@ -44,6 +47,7 @@ void ReplicaPicker::Update(const std::string& upstream, bool ok, const std::stri
     if (n > 0 && busy > 0) r.service_s[model] = busy / n;
   }
   r.models = std::move(fresh);
+  return changed;
 }
 
 bool ReplicaPicker::Reachable(const std::string& upstream) const {

@@ -25,7 +25,8 @@ class ReplicaPicker {
   // A scrape of replica `upstream`'s /metrics: its text, or why it failed.
   // Unreachable, or draining (hone_server_draining 1): the replica goes to
   // the back of every order until a scrape says otherwise.
-  void Update(const std::string& upstream, bool ok, const std::string& text_or_error);
+  // Returns true when the replica's reachability changed (the router logs it).
+  bool Update(const std::string& upstream, bool ok, const std::string& text_or_error);
 
   struct Candidate {
     std::string label;     // the target ("upstream:model"), the prefix index's key

@@ -127,9 +127,11 @@ TEST(ReplicaPicker, SendsAPrefixWhereItWasSentBefore) {
 
 TEST(ReplicaPicker, LoadOutweighsAffinityAndUnreachableReplicasGoLast) {
   ReplicaPicker p;
-  p.Update("r1", true, Idle(1));
+  EXPECT_FALSE(p.Update("r1", true, Idle(1)));  // first read, reachable: nothing to say
+  EXPECT_FALSE(p.Update("r1", true, Idle(1)));
   p.Update("r2", true, Idle(1));
-  p.Update("r3", false, "metrics: HTTP 503");
+  EXPECT_TRUE(p.Update("r3", false, "metrics: HTTP 503"));  // first read failed: said once
+  EXPECT_FALSE(p.Update("r3", false, "metrics: HTTP 503"));
   auto cs = Three();
   const PromptBlocks a = PrefixBlocks(Chat(kSystemA, "q"));
   p.Record("r1:m", a);

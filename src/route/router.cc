@@ -402,7 +402,9 @@ Result<std::unique_ptr<serve::Completion>> Router::StartRoute(RouteState* st, co
     std::vector<size_t> rest;
     for (size_t j : order)
       if (j != i) rest.push_back(j);
-    if (route.policy == Policy::kAffinity) picker_.Record(route.targets[i].Label(), blocks);
+    // Order() recorded the first pick; a fallback that took it is recorded too.
+    if (route.policy == Policy::kAffinity && !order.empty() && i != order.front())
+      picker_.Record(route.targets[i].Label(), blocks);
     auto rc = std::make_unique<RoutedCompletion>(this, &route, r, i, std::move(rest), std::move(tt), start, note);
     if (on_end) rc->SetOnEnd(on_end);
     return rc;
@@ -579,7 +581,13 @@ void Router::HealthLoop() {
       }
       lock.unlock();
       auto text = up->FetchMetrics();
-      picker_.Update(name, text.ok(), text ? *text : text.error().message);
+      if (picker_.Update(name, text.ok(), text ? *text : text.error().message)) {
+        if (picker_.Reachable(name))
+          std::fprintf(stderr, "[hone] replica '%s' is back in rotation\n", name.c_str());
+        else
+          std::fprintf(stderr, "[hone] replica '%s' leaves the rotation: %s\n", name.c_str(),
+                       text ? "it is draining" : text.error().message.c_str());
+      }
       lock.lock();
       next_load[name] =
           Clock::now() + std::chrono::duration_cast<Clock::duration>(Dur(up->config().load_interval_s));

@@ -377,7 +377,12 @@ void Scheduler::Publish() {
     view_.swap(v);
   }
   // What another hone's router reads to place requests (route/replica_load.h):
-  // the wait a new request would have for a slot, and the prefill rate.
+  // the wait a new request would have for a slot, and the prefill rate. A
+  // router reads them once a second, so busy steps refresh them at most every
+  // 100 ms; the step that leaves the model idle always does (no step follows).
+  const auto now = Clock::now();
+  if (active_.load() > 0 && now - forecast_gauges_at_ < std::chrono::milliseconds(100)) return;
+  forecast_gauges_at_ = now;
   const LoadForecast f = Forecast({}, -1);
   metrics_->Set(metric::kSlotWait, name_, f.wait_s);
   metrics_->Set(metric::kPrefillRate, name_, f.prefill_tps);

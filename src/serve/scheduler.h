@@ -114,6 +114,7 @@ class Scheduler {
   void FinishSlot(Slot& s, Finish why, const std::string& error = "");
   void UpdateGauges();
   void Publish();  // the slots' state for Forecast, after each step
+  Clock::time_point forecast_gauges_at_{};  // scheduler thread only: last slot-wait gauge update
   void Measure(double seconds, int prefill_tokens, int generating);
 
   std::shared_ptr<engine::Model> model_;

@@ -147,6 +147,7 @@ test('a replica that drains or dies leaves the rotation, and every request is an
   }
   assert.ok(seen, `${home} still reachable while draining`);
   assert.match(seen.error, /draining/);  // read on its probe port, which still answers
+  assert.ok(router.log().includes(`replica '${home}' leaves the rotation: it is draining`), router.log().slice(-2000));
   const mark = targets().length;
   for (let i = 0; i < 4; ++i) await ask('support', 0);
   const moved = targets().slice(mark).map((x) => x.target);
