@@ -55,8 +55,10 @@ after(async () => {
   if (configFile) fs.rmSync(configFile, { force: true });
 });
 
-// Tenants: support bots whose system prompts (~1.5 KB) differ from the start.
-const system = (t) => `Tenant ${t}. ` + `You are the support assistant of shop number ${t}; answer briefly and politely. `.repeat(18);
+// Tenants: support bots whose system prompts (~5 KB) differ from the start: long
+// enough that the prefill a cached prefix saves dwarfs the noise in the
+// replicas' measured prefill rates on this tiny model.
+const system = (t) => `Tenant ${t}. ` + `You are the support assistant of shop number ${t}; answer briefly and politely. `.repeat(60);
 let asked = 0;
 async function ask(model, tenant) {
   const id = `q${++asked}`;
