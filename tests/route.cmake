@@ -6,7 +6,7 @@ hone_test(route_tests
   ${SRC}/route/config_test.cc
   ${SRC}/route/replica_picker_test.cc
   LIBS hone_route ${HONE_HTTPLIB_LIB} Threads::Threads)
-target_include_directories(route_tests PRIVATE ${HONE_HTTPLIB_INCLUDE})
+target_include_directories(route_tests SYSTEM PRIVATE ${HONE_HTTPLIB_INCLUDE})
 
 # The spend ledger on SQLite and on a real PostgreSQL (the "pg" fixture).
 hone_test(ledger_tests

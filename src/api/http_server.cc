@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <utility>
 
 #include "api/admin_api.h"
 #include "api/anthropic_codec.h"
@@ -25,10 +26,50 @@ namespace {
 using Clock = serve::Clock;
 
 // httplib runs routing, the (streamed) response and the logger for one request
-// on one worker thread, so per-request state can live in thread-locals.
-thread_local std::string t_request_id;
-thread_local Clock::time_point t_start;
-thread_local RequestLog t_log;
+// on one worker thread, so per-request state can live in a thread-local.
+struct RequestState {
+  std::string id;  // empty until the request is seen; cleared once logged
+  Clock::time_point start;
+  RequestLog log;
+  std::string method, path;
+  int status = 0;
+  bool quiet = false;     // --quiet: no log lines
+  bool streamed = false;  // a stream logs itself when it ends
+};
+thread_local RequestState t_req;
+
+void BeginRequest(const std::string& method, const std::string& path, bool quiet) {
+  t_req = RequestState{NewId("req"), Clock::now(), RequestLog(), method, path, 0, quiet, false};
+}
+
+// One JSON line per request (never headers, so never keys).
+void WriteLogLine() {
+  if (t_req.id.empty()) return;
+  const std::string id = std::exchange(t_req.id, "");
+  if (t_req.quiet) return;
+  const RequestLog& l = t_req.log;
+  nlohmann::json j = {{"id", id},
+                      {"method", t_req.method},
+                      {"path", t_req.path},
+                      {"status", t_req.status},
+                      {"ms", std::chrono::duration<double, std::milli>(Clock::now() - t_req.start).count()}};
+  if (!l.model.empty()) j["model"] = l.model;
+  if (l.prompt_tokens) j["prompt_tokens"] = l.prompt_tokens;
+  if (l.completion_tokens) j["completion_tokens"] = l.completion_tokens;
+  if (l.ttft_ms >= 0) j["ttft_ms"] = l.ttft_ms;
+  if (!l.route.empty()) j["route"] = l.route;
+  if (l.queue_ms >= 0) j["queue_ms"] = l.queue_ms;
+  if (!l.finish.empty()) j["finish"] = l.finish;
+  if (!l.error.empty()) j["error"] = l.error;
+  std::fprintf(stderr, "%s\n", Dump(j).c_str());
+}
+
+// httplib 0.54 calls its logger before a streamed body is written, so a
+// stream writes its line when its provider is destroyed: after its last
+// chunk, or unsent when the client left before the headers.
+struct LogWhenDone {
+  ~LogWhenDone() { WriteLogLine(); }
+};
 
 // One codec per endpoint, for the server's whole life (streams refer to them).
 const openai::GenerationCodec kOpenAiChat(/*chat=*/true);
@@ -52,21 +93,39 @@ ApiFlavor FlavorOf(const std::string& path) {
 void Apply(HttpResponse out, httplib::Response& res) {
   res.status = out.status;
   for (const auto& [k, v] : out.headers) res.set_header(k, v);
-  res.set_header("X-Request-Id", t_request_id);
-  t_log = out.log;
+  res.set_header("X-Request-Id", t_req.id);
+  t_req.log = out.log;
+  t_req.status = out.status;
   if (!out.stream) {
+    t_req.streamed = false;
     res.set_content(out.body, out.content_type);
     return;
   }
+  t_req.streamed = true;
   auto stream = std::move(out.stream);
-  res.set_chunked_content_provider(out.content_type, [stream](size_t, httplib::DataSink& sink) {
+  auto logged = std::make_shared<LogWhenDone>();
+  res.set_chunked_content_provider(out.content_type, [stream, logged](size_t, httplib::DataSink& sink) {
     ChunkWriter write = [&sink](const std::string& chunk) {
       if (chunk.empty()) return sink.is_writable();
       return sink.write(chunk.data(), chunk.size());
     };
-    stream(write, &t_log);
+    stream(write, &t_req.log);
     sink.done();
     return true;
+  });
+}
+
+// httplib keeps a connection open after an error unless a write fails, even
+// when it says "Connection: close": a refused client past the connection
+// bound or during a drain must give its worker back, so the body goes out
+// through a provider that reports failure once it has written everything.
+void CloseAfterwards(httplib::Response& res) {
+  auto body = std::make_shared<std::string>(std::move(res.body));
+  const std::string type = res.get_header_value("Content-Type");
+  res.body.clear();
+  res.set_content_provider(body->size(), type, [body](size_t offset, size_t, httplib::DataSink& sink) {
+    sink.write(body->data() + offset, body->size() - offset);
+    return false;
   });
 }
 
@@ -79,6 +138,29 @@ std::function<bool()> ClientWatch(int local_port, int remote_port) {
     return *gone;
   };
 }
+
+// Each task is one connection's whole life on a worker (its requests, their
+// streams, its keep-alive waits): counting running tasks counts the
+// connections held, which the pre-routing check bounds with 503.
+class CountingPool final : public httplib::TaskQueue {
+ public:
+  CountingPool(size_t base, size_t max, std::atomic<int>* held)
+      : pool_(base, max, /*max_queued=*/max), held_(held) {}
+  bool enqueue(std::function<void()> fn) override {
+    return pool_.enqueue([held = held_, fn = std::move(fn)] {
+      held->fetch_add(1);
+      fn();
+      held->fetch_sub(1);
+    });
+  }
+  void shutdown() override { pool_.shutdown(); }
+
+ private:
+  httplib::ThreadPool pool_;  // grows from base to max threads on demand
+  std::atomic<int>* held_;
+};
+
+bool IsProbePath(const std::string& path) { return path == "/health" || path == "/livez" || path == "/metrics"; }
 
 bool SameKey(const std::string& a, const std::string& b) {
   // Constant time in the key's length: no early exit on the first mismatch.
@@ -103,17 +185,24 @@ HttpServer::HttpServer(const serve::ServeConfig& config, std::vector<std::string
   origins_.allowed_hosts = serve::SplitComma(config_.allowed_hosts);
   origins_.allowed_origins = serve::SplitComma(config_.allowed_origins);
   if (!config_.cors_origin.empty()) origins_.allowed_origins.push_back(config_.cors_origin);
-  // Every streaming client holds a worker thread; leave room beyond the slots.
-  // Read when Run starts, so AddWorkers (the router's upstream streams) counts.
+  // Every connection holds a worker thread while it lives (a stream, a
+  // queued request, an idle keep-alive). The pool keeps enough warm for the
+  // slots and the router's upstream streams (AddWorkers, read when Run
+  // starts) and grows on demand to --max-connections plus a reserve: past
+  // the bound, API requests get 503 at once while /health and /metrics
+  // still find a worker.
   http_->new_task_queue = [this] {
-    const int workers = std::max(32, config_.slots * 4 + config_.max_queue / 2) + extra_workers_.load();
-    return new httplib::ThreadPool(workers);
+    const size_t warm = std::max(32, config_.slots * 4 + config_.max_queue / 2) + extra_workers_.load();
+    const size_t most = std::max<size_t>(warm, config_.max_connections + kProbeReserve);
+    return new CountingPool(std::min(warm, most), most, &connections_);
   };
   // Without TCP_NODELAY a response written as headers then body waits for
   // the client's delayed ACK (40 ms on Linux) on every kept-alive connection.
   http_->set_tcp_nodelay(true);
   http_->set_payload_max_length(max_body_);
-  http_->set_read_timeout(60, 0);
+  // A client silent this long while sending its request is dropped; an idle
+  // keep-alive connection is closed after 5 s (httplib's default).
+  http_->set_read_timeout(config_.read_timeout, 0);
   http_->set_write_timeout(60, 0);
   Routes();
   if (probe_http_) ProbeRoutes();
@@ -224,9 +313,7 @@ bool HttpServer::Authorized(const std::string& authorization, const std::string&
 void HttpServer::Routes() {
   httplib::Server& s = *http_;
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    t_request_id = NewId("req");
-    t_start = Clock::now();
-    t_log = RequestLog();
+    BeginRequest(req.method, req.path, config_.quiet);
     if (!config_.cors_origin.empty()) {
       res.set_header("Access-Control-Allow-Origin", config_.cors_origin);
       res.set_header("Access-Control-Allow-Headers",
@@ -238,11 +325,22 @@ void HttpServer::Routes() {
       }
     }
     if (req.path == "/health" || req.path == "/livez") return httplib::Server::HandlerResponse::Unhandled;
+    // This connection is one of those counted: past the bound, refuse at once
+    // and close, so the worker returns to the reserve.
+    if (!IsProbePath(req.path) && connections_.load() > config_.max_connections) {
+      HttpError e{503,
+                  "the server holds " + std::to_string(config_.max_connections) +
+                      " connections (--max-connections); retry shortly",
+                  "server_error", "overloaded", 1};
+      Apply(ErrorResponse(e, FlavorOf(req.path)), res);
+      CloseAfterwards(res);
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (draining_.load()) {
       HttpError e{503, "the server is shutting down; retry on another replica", "server_error", "unavailable",
                   1};
       Apply(ErrorResponse(e, FlavorOf(req.path)), res);
-      res.set_header("Connection", "close");
+      CloseAfterwards(res);
       return httplib::Server::HandlerResponse::Handled;
     }
     // Before the key: a page in the user's browser must not reach a key-less server.
@@ -288,12 +386,32 @@ void HttpServer::Routes() {
     return httplib::Server::HandlerResponse::Handled;
   });
   // Errors httplib produces itself (413 body too large, 404 no route, ...) get our envelope.
-  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+  // Requests refused while their headers were read (400, 414, 415) never
+  // reached the pre-routing handler: they get an id of their own here.
+  s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    std::string message = res.status == 413   ? "the request body is larger than the server accepts"
-                          : res.status == 404 ? "no such endpoint: " + req.method + " " + req.path
-                                              : "HTTP " + std::to_string(res.status);
-    HttpError e{res.status, message, "invalid_request_error", res.status == 413 ? "payload_too_large" : ""};
+    if (t_req.id.empty()) BeginRequest(req.method, req.path, config_.quiet);
+    std::string message, code;
+    switch (res.status) {
+      case 400:
+        message = "the request could not be read: a malformed request line or header, a header line over 8 KiB, "
+                  "or more than 100 headers";
+        code = "bad_request";
+        break;
+      case 413:
+        message = "the request body is larger than --max-body (" + config_.max_body + "), counted after any chunked "
+                  "or compressed encoding";
+        code = "payload_too_large";
+        break;
+      case 414: message = "the request URI is longer than 32 KiB", code = "uri_too_long"; break;
+      case 415:
+        message = "the request body's Content-Encoding is not supported: send it uncompressed";
+        code = "unsupported_media_type";
+        break;
+      case 404: message = "no such endpoint: " + req.method + " " + req.path; break;
+      default: message = "HTTP " + std::to_string(res.status);
+    }
+    HttpError e{res.status, message, "invalid_request_error", code};
     int status = res.status;
     Apply(ErrorResponse(e, FlavorOf(req.path)), res);
     res.status = status;
@@ -301,22 +419,10 @@ void HttpServer::Routes() {
   s.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
     Apply(ErrorResponse(HttpError{500, "internal error", "server_error", ""}, FlavorOf(req.path)), res);
   });
-  s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    if (config_.quiet) return;
-    nlohmann::json j = {{"id", t_request_id},
-                        {"method", req.method},
-                        {"path", req.path},
-                        {"status", res.status},
-                        {"ms", std::chrono::duration<double, std::milli>(Clock::now() - t_start).count()}};
-    if (!t_log.model.empty()) j["model"] = t_log.model;
-    if (t_log.prompt_tokens) j["prompt_tokens"] = t_log.prompt_tokens;
-    if (t_log.completion_tokens) j["completion_tokens"] = t_log.completion_tokens;
-    if (t_log.ttft_ms >= 0) j["ttft_ms"] = t_log.ttft_ms;
-    if (!t_log.route.empty()) j["route"] = t_log.route;
-    if (t_log.queue_ms >= 0) j["queue_ms"] = t_log.queue_ms;
-    if (!t_log.finish.empty()) j["finish"] = t_log.finish;
-    if (!t_log.error.empty()) j["error"] = t_log.error;
-    std::fprintf(stderr, "%s\n", Dump(j).c_str());
+  s.set_logger([](const httplib::Request&, const httplib::Response& res) {
+    if (t_req.streamed) return;  // LogWhenDone writes it
+    t_req.status = res.status;
+    WriteLogLine();
   });
 
   using Fn = std::function<HttpResponse(const HttpRequest&)>;
@@ -327,7 +433,7 @@ void HttpServer::Routes() {
       r.method = req.method;
       r.path = req.path;
       r.body = req.body;
-      r.id = t_request_id;
+      r.id = t_req.id;
       r.tenant = Tenant(req.get_header_value("Authorization"), req.get_header_value("x-api-key"));
       r.may_pin = admin_keys_.empty() || IsAdmin(req.get_header_value("Authorization"), req.get_header_value("x-api-key"));
       const std::string cache_control = req.get_header_value("Cache-Control");

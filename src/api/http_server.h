@@ -97,6 +97,10 @@ class HttpServer {
     ~InFlight() { n_->fetch_sub(1); }
     std::atomic<int>* n_;
   };
+  // Workers kept beyond --max-connections for probes, scrapes and the 503s
+  // that refuse what is past the bound.
+  static constexpr int kProbeReserve = 64;
+  std::atomic<int> connections_{0};  // API connections on a worker now (CountingPool)
   std::atomic<int> port_{0};  // bound port, for the disconnect check
   std::atomic<int> extra_workers_{0};
   std::function<std::string()> routes_json_;          // set before Run, then read only

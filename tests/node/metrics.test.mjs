@@ -14,7 +14,7 @@ const MODEL = 'llama-2-tiny-random';  // random weights: rarely ends early, so s
 
 before(async () => {
   server = await startServer(['--models', modelsDir(), '--slots', '1', '--max-queue', '16', '--probe-port', '0',
-                              '--metrics-compat', 'vllm', '--api-keys', 'k-metrics']);
+                              '--metrics-compat', 'vllm', '--api-keys', 'k-metrics', '--max-connections', '20']);
   probe = /probes \([^)]*\) on (http:\/\/[^\s]+)/.exec(server.log())[1];
 });
 after(async () => server && server.stop());
@@ -100,8 +100,9 @@ test('the gauges move under load, and the text passes promtool', async () => {
 });
 
 test('the probe port answers while slow clients hold every API worker', async () => {
-  // Sockets that send half a request line and stall: each holds an API
-  // worker until the read timeout: 150, far past the pool (32 workers here).
+  // Sockets that send half a request and stall: each holds an API worker
+  // until the read timeout: 150, past every worker the API port may grow
+  // (--max-connections 20 plus its reserve of 64).
   const host = new URL(server.url);
   const stalled = [];
   for (let i = 0; i < 150; ++i) {

@@ -1,0 +1,178 @@
+#!/usr/bin/env node
+// A thousand streaming clients at once: hone serve against llama-server (the
+// peer, built from the same pinned tree), same model, same slots, same run.
+//
+// Issue 11's goal: 1,000 concurrent streaming clients, each either served or
+// refused cleanly (429/503 with Retry-After) within 1 s, while /health answers
+// in under 100 ms throughout.
+//
+// Each repetition starts both servers fresh (alternating which goes first),
+// warms the model, then opens --clients streaming chat requests at once
+// (one connection each) while a sampler GETs /health on a fresh connection
+// every 50 ms. Per client: the time to its status line and the status. A
+// client is "answered in 1 s" when its status line came within 1 s: a 200
+// whose stream then runs, or a 429/503 carrying Retry-After. Resets,
+// timeouts and statuses without Retry-After count against it.
+//
+// Reported per server and repetition: answered-within-1s share, statuses,
+// status-line p50/p99, /health p50/p99/max; then the means ± 95% CI.
+//
+// Usage: node bench/connections.mjs [--model models/qwen2.5-0.5b.Q4_K_M.gguf]
+//          [--clients 1000] [--reps 3] [--slots 4] [--threads 2] [--max-tokens 16]
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+
+const root = path.resolve(import.meta.dirname, '..');
+const arg = (n, d) => { const i = process.argv.indexOf('--' + n); return i > 0 ? process.argv[i + 1] : d; };
+const HONE = arg('hone', path.join(root, 'build/hone'));
+const MODEL = path.resolve(arg('model', path.join(root, 'models/qwen2.5-0.5b.Q4_K_M.gguf')));
+const CLIENTS = Number(arg('clients', 1000)), REPS = Number(arg('reps', 3));
+const SLOTS = arg('slots', '4'), THREADS = arg('threads', '2'), MAX_TOKENS = Number(arg('max-tokens', 16));
+const PEER_DIR = process.env.HONE_PEER_BIN_DIR || arg('peer-bin', '');
+const LLAMA_SERVER = PEER_DIR ? path.join(PEER_DIR, 'llama-server') : '';
+if (!fs.existsSync(MODEL)) {
+  console.error(`no model at ${MODEL}: run ./setup.sh or pass --model`);
+  process.exit(1);
+}
+if (!LLAMA_SERVER || !fs.existsSync(LLAMA_SERVER)) {
+  console.error('set HONE_PEER_BIN_DIR to the pinned llama.cpp prefix\'s bin/ (scripts/build-llama.sh prints the prefix)');
+  process.exit(1);
+}
+
+const pct = (xs, q) => { const s = [...xs].sort((a, b) => a - b); return s.length ? s[Math.min(s.length - 1, Math.floor(q * s.length))] : NaN; };
+const meanCi = (xs) => {
+  const m = xs.reduce((a, b) => a + b, 0) / xs.length;
+  const sd = Math.sqrt(xs.reduce((a, b) => a + (b - m) ** 2, 0) / Math.max(1, xs.length - 1));
+  const t = [0, 12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36][xs.length - 1] ?? 1.96;
+  return { mean: m, ci95: xs.length > 1 ? (t * sd) / Math.sqrt(xs.length) : NaN };
+};
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+const children = new Set();
+process.on('exit', () => { for (const p of children) p.kill('SIGKILL'); });
+for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(1));
+
+function freePort() {
+  return new Promise((resolve) => {
+    const s = http.createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => resolve(p)); });
+  });
+}
+
+async function start(kind) {
+  const port = await freePort();
+  const args = kind === 'hone'
+    ? ['serve', '-m', MODEL, '--port', String(port), '--slots', SLOTS, '--threads', THREADS, '--quiet']
+    : ['-m', MODEL, '--port', String(port), '-np', SLOTS, '-c', String(4096 * Number(SLOTS)), '-t', THREADS];
+  const proc = spawn(kind === 'hone' ? HONE : LLAMA_SERVER, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  children.add(proc);
+  let log = '';
+  proc.stderr.on('data', (d) => { log = (log + d).slice(-20000); });
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 600; ++i) {
+    if (proc.exitCode !== null) throw new Error(`${kind} exited:\n${log}`);
+    const s = await health(url, 1000);
+    if (s.status === 200) break;
+    await sleep(100);
+  }
+  return { kind, url, proc, stop: () => new Promise((r) => { proc.on('exit', r); proc.kill('SIGKILL'); children.delete(proc); }) };
+}
+
+function health(url, timeout) {
+  const t0 = performance.now();
+  return new Promise((resolve) => {
+    const req = http.get(url + '/health', { agent: false, timeout }, (res) => {
+      res.resume();
+      res.on('end', () => resolve({ status: res.statusCode, ms: performance.now() - t0 }));
+    });
+    req.on('timeout', () => { req.destroy(); resolve({ status: 'timeout', ms: performance.now() - t0 }); });
+    req.on('error', () => resolve({ status: 'error', ms: performance.now() - t0 }));
+  });
+}
+
+// One streaming chat client: time to the status line, then reads to the end.
+function client(url, i) {
+  const body = JSON.stringify({ model: path.basename(MODEL, '.gguf'), stream: true, max_tokens: MAX_TOKENS,
+                                messages: [{ role: 'user', content: `Client ${i}: say hello in one sentence.` }] });
+  const t0 = performance.now();
+  return new Promise((resolve) => {
+    const req = http.request(url + '/v1/chat/completions', {
+      method: 'POST', agent: false, timeout: 120000, headers: { 'Content-Type': 'application/json' } }, (res) => {
+      const got = { status: res.statusCode, retry: res.headers['retry-after'], headMs: performance.now() - t0 };
+      res.on('data', () => {});
+      res.on('end', () => resolve(got));
+      res.on('error', () => resolve({ ...got, broken: true }));
+    });
+    req.on('timeout', () => { req.destroy(); resolve({ status: 'timeout', headMs: performance.now() - t0 }); });
+    req.on('error', (e) => resolve({ status: e.code || 'error', headMs: performance.now() - t0 }));
+    req.end(body);
+  });
+}
+
+async function runOne(kind) {
+  const s = await start(kind);
+  try {
+    await client(s.url, -1);  // the model is loaded and warm
+    const samples = [];
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        samples.push(await health(s.url, 2000));
+        await sleep(50);
+      }
+    })();
+    const results = await Promise.all(Array.from({ length: CLIENTS }, (_, i) => client(s.url, i)));
+    sampling = false;
+    await sampler;
+    const clean = (r) => r.headMs <= 1000 && !r.broken &&
+      (r.status === 200 || ((r.status === 429 || r.status === 503) && r.retry !== undefined));
+    const statuses = {};
+    for (const r of results) statuses[r.status] = (statuses[r.status] || 0) + 1;
+    const hms = samples.map((h) => h.ms);
+    return {
+      kind, answered1s: results.filter(clean).length / CLIENTS, statuses,
+      headP50: pct(results.map((r) => r.headMs), 0.5), headP99: pct(results.map((r) => r.headMs), 0.99),
+      healthP50: pct(hms, 0.5), healthP99: pct(hms, 0.99), healthMax: Math.max(...hms),
+      healthOk: samples.filter((h) => h.status === 200 && h.ms < 100).length / samples.length,
+    };
+  } finally {
+    await s.stop();
+  }
+}
+
+const rows = [];
+for (let rep = 0; rep < REPS; ++rep) {
+  const order = rep % 2 ? ['llama-server', 'hone'] : ['hone', 'llama-server'];
+  for (const kind of order) {
+    const r = await runOne(kind);
+    rows.push({ rep, ...r });
+    console.error(`rep ${rep} ${kind}: answered in 1 s ${(100 * r.answered1s).toFixed(1)}% ${JSON.stringify(r.statuses)} ` +
+                  `status line p50 ${r.headP50.toFixed(0)} ms p99 ${r.headP99.toFixed(0)} ms; ` +
+                  `/health p50 ${r.healthP50.toFixed(1)} p99 ${r.healthP99.toFixed(1)} max ${r.healthMax.toFixed(0)} ms`);
+  }
+}
+
+const f = (x, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : 'n/a');
+const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
+let md = `# ${CLIENTS} streaming clients at once: hone serve vs llama-server\n\n`;
+md += `Machine: ${cpu}, ${os.cpus().length} logical CPUs; model ${path.basename(MODEL)}; ${SLOTS} slots, ` +
+      `${THREADS} threads, max_tokens ${MAX_TOKENS}; ${REPS} repetitions, order alternating; ${new Date().toISOString()}.\n` +
+      `Command: \`node bench/connections.mjs ${process.argv.slice(2).join(' ')}\`\n\n`;
+md += '| rep | server | answered in 1 s | statuses | status line p50 / p99 ms | /health p50 / p99 / max ms | /health < 100 ms |\n|---|---|---|---|---|---|---|\n';
+for (const r of rows) {
+  md += `| ${r.rep} | ${r.kind} | ${f(100 * r.answered1s)}% | ${Object.entries(r.statuses).map(([k, v]) => `${k}: ${v}`).join(', ')} | ` +
+        `${f(r.headP50, 0)} / ${f(r.headP99, 0)} | ${f(r.healthP50)} / ${f(r.healthP99)} / ${f(r.healthMax, 0)} | ${f(100 * r.healthOk)}% |\n`;
+}
+md += '\n| server | answered in 1 s (mean ± 95% CI) | status line p99 ms | /health max ms |\n|---|---|---|---|\n';
+for (const kind of ['hone', 'llama-server']) {
+  const mine = rows.filter((r) => r.kind === kind);
+  const a = meanCi(mine.map((r) => 100 * r.answered1s)), p = meanCi(mine.map((r) => r.headP99)), h = meanCi(mine.map((r) => r.healthMax));
+  md += `| ${kind} | ${f(a.mean)}% ± ${f(a.ci95)} | ${f(p.mean, 0)} ± ${f(p.ci95, 0)} | ${f(h.mean, 0)} ± ${f(h.ci95, 0)} |\n`;
+}
+const out = path.join(root, 'bench/results', `connections-${new Date().toISOString().slice(0, 16).replace(/[-:T]/g, '')}.md`);
+fs.mkdirSync(path.dirname(out), { recursive: true });
+fs.writeFileSync(out, md);
+console.log(md);
+console.error(`written to ${out}`);

@@ -1,0 +1,191 @@
+// The HTTP layer's own limits (cpp-httplib 0.54, vendored in the pinned
+// llama.cpp tree): header caps, body limits that hold for chunked and
+// compressed bodies, a read timeout, and the connection bound with 503 while
+// /health still answers. Raw sockets, because fetch would refuse to send most
+// of these requests.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import http from 'node:http';
+import zlib from 'node:zlib';
+import { startServer, modelsDir, sleep } from './helpers.mjs';
+
+let server, port;
+before(async () => {
+  server = await startServer(['--models', modelsDir(), '--max-body', '64K', '--max-connections', '20',
+                              '--read-timeout', '2', '--slots', '2', '--max-queue', '4']);
+  port = Number(new URL(server.url).port);
+});
+after(async () => server && server.stop());
+
+// Writes `head` then each of `parts` (stopping at the first write error), and
+// resolves with what came back and how many bytes were sent.
+function exchange(head, parts = [], { wait = 5000 } = {}) {
+  return new Promise((resolve) => {
+    const sock = net.connect(port, '127.0.0.1');
+    let data = '', sent = 0, done = false;
+    const finish = (why) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      sock.destroy();
+      resolve({ data, sent, why, status: Number((/^HTTP\/1\.1 (\d+)/.exec(data) || [])[1] || 0) });
+    };
+    const timer = setTimeout(() => finish('timeout'), wait);
+    sock.on('data', (d) => (data += d));
+    sock.on('end', () => finish('end'));
+    sock.on('close', () => finish('close'));
+    sock.on('error', () => finish('error'));
+    sock.on('connect', async () => {
+      sock.write(head);
+      sent += head.length;
+      for (const p of typeof parts === 'function' ? parts() : parts) {
+        if (done || sock.destroyed) break;
+        const ok = sock.write(p);
+        sent += p.length;
+        if (!ok) await new Promise((r) => { sock.once('drain', r); sock.once('close', r); });
+      }
+    });
+  });
+}
+
+function body(text) {
+  const i = text.indexOf('\r\n\r\n');
+  return JSON.parse(text.slice(i + 4));
+}
+
+async function healthMs() {
+  const t0 = performance.now();
+  const status = await new Promise((resolve) => {
+    const req = http.get(server.url + '/health', { agent: false, timeout: 2000 }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode));
+    });
+    req.on('timeout', () => { req.destroy(); resolve('timeout'); });
+    req.on('error', () => resolve('error'));
+  });
+  return { status, ms: performance.now() - t0 };
+}
+
+test('a header line over 8 KiB and more than 100 headers get 400 naming the limits', async () => {
+  const long = await exchange(`GET /v1/models HTTP/1.1\r\nHost: localhost\r\nX-Big: ${'a'.repeat(20000)}\r\n\r\n`);
+  assert.equal(long.status, 400, long.data);
+  assert.match(body(long.data).error.message, /header line over 8 KiB.*more than 100 headers/);
+  assert.match(long.data, /X-Request-Id: req-/);
+  let many = 'GET /v1/models HTTP/1.1\r\nHost: localhost\r\n';
+  for (let i = 0; i < 150; ++i) many += `X-H${i}: 1\r\n`;
+  const counted = await exchange(many + '\r\n');
+  assert.equal(counted.status, 400, counted.data);
+  // Under the caps, the same request is served.
+  const fine = await exchange('GET /v1/models HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nX-Ok: ' +
+                              'a'.repeat(4000) + '\r\n\r\n');
+  assert.equal(fine.status, 200, fine.data);
+});
+
+test('a 300 MiB header is refused long before it is all sent, and the server stays up', async () => {
+  const mib = Buffer.alloc(1 << 20, 'a');
+  const parts = function* () { for (let i = 0; i < 300; ++i) yield mib; };
+  const r = await exchange('GET /v1/models HTTP/1.1\r\nHost: localhost\r\nX-Huge: ', parts, { wait: 20000 });
+  assert.notEqual(r.why, 'timeout', 'the server kept reading a 300 MiB header');
+  assert.ok(r.sent < 64 * (1 << 20), `the server read ${(r.sent / (1 << 20)).toFixed(0)} MiB of one header`);
+  if (r.status) assert.equal(r.status, 400, r.data);
+  assert.equal((await healthMs()).status, 200);
+});
+
+test('the body limit holds for chunked bodies (413), and compressed bodies are refused (415)', async () => {
+  const big = JSON.stringify({ model: 'stories260K', prompt: 'a'.repeat(100 * 1024), max_tokens: 1 });
+  let chunked = '';
+  for (let i = 0; i < big.length; i += 8000) {
+    const piece = big.slice(i, i + 8000);
+    chunked += `${piece.length.toString(16)}\r\n${piece}\r\n`;
+  }
+  chunked += '0\r\n\r\n';
+  const head = 'POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n' +
+               'Transfer-Encoding: chunked\r\n\r\n';
+  const tooBig = await exchange(head, [chunked]);
+  assert.equal(tooBig.status, 413, tooBig.data);
+  assert.equal(body(tooBig.data).error.code, 'payload_too_large');
+  assert.match(body(tooBig.data).error.message, /--max-body \(64K\)/);
+  // A small chunked body is read and served.
+  const small = JSON.stringify({ model: 'stories260K', prompt: 'Once', max_tokens: 2 });
+  const ok = await exchange(head.replace('\r\n\r\n', '\r\nConnection: close\r\n\r\n'),
+                            [`${small.length.toString(16)}\r\n${small}\r\n0\r\n\r\n`]);
+  assert.equal(ok.status, 200, ok.data);
+  // 10 MB of prompt in 10 KB of gzip: a bomb if it were inflated without a cap.
+  const gz = zlib.gzipSync(JSON.stringify({ model: 'stories260K', prompt: 'a'.repeat(10_000_000) }));
+  assert.ok(gz.length < 64 * 1024);
+  const bomb = await exchange('POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n' +
+                              `Content-Encoding: gzip\r\nContent-Length: ${gz.length}\r\n\r\n`, [gz]);
+  assert.equal(bomb.status, 415, bomb.data);
+  assert.match(body(bomb.data).error.message, /Content-Encoding is not supported/);
+  assert.equal((await healthMs()).status, 200);
+});
+
+test('a client silent past --read-timeout is dropped', async () => {
+  const t0 = performance.now();
+  const r = await exchange('POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n',
+                           [], { wait: 10000 });
+  const s = (performance.now() - t0) / 1000;
+  assert.notEqual(r.why, 'timeout', 'a half-sent request held its connection for 10 s');
+  // The read timeout, then the 5 s idle keep-alive wait httplib makes before it closes.
+  assert.ok(s > 1.5 && s < 9, `dropped after ${s.toFixed(1)} s with --read-timeout 2`);
+});
+
+test('past --max-connections, API requests get 503 with Retry-After while /health and /metrics answer', async () => {
+  // Twenty connections that send half a request and wait: each holds a worker.
+  const held = [];
+  for (let i = 0; i < 20; ++i) {
+    const s = net.connect(port, '127.0.0.1');
+    s.on('error', () => {});
+    s.write('GET /v1/models HTTP/1.1\r\nHost: localhost\r\n');
+    held.push(s);
+  }
+  await sleep(300);
+  try {
+    const refused = await exchange('GET /v1/models HTTP/1.1\r\nHost: localhost\r\n\r\n');
+    assert.equal(refused.status, 503, refused.data);
+    assert.match(refused.data, /Retry-After: 1\r\n/);
+    assert.equal(body(refused.data).error.code, 'overloaded');
+    assert.match(body(refused.data).error.message, /--max-connections/);
+    assert.notEqual(refused.why, 'timeout', 'the refused connection was kept open');
+    const ollama = await exchange('GET /api/tags HTTP/1.1\r\nHost: localhost\r\n\r\n');
+    assert.equal(ollama.status, 503, ollama.data);
+    for (let i = 0; i < 5; ++i) {
+      const h = await healthMs();
+      assert.equal(h.status, 200);
+      assert.ok(h.ms < 100, `/health took ${h.ms.toFixed(0)} ms past the bound`);
+    }
+    const metrics = await exchange('GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n');
+    assert.equal(metrics.status, 200);
+  } finally {
+    for (const s of held) s.destroy();
+  }
+  await sleep(300);
+  const back = await exchange('GET /v1/models HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n');
+  assert.equal(back.status, 200, back.data);
+});
+
+test('a burst of streaming clients past the queue: each gets 200 or 429 with Retry-After, none is dropped', async () => {
+  // 2 slots + 4 queued may stream; the other clients of 18 (under the
+  // connection bound of 20) must be refused by the scheduler's queue bound,
+  // not left waiting or reset.
+  const req = JSON.stringify({ model: 'stories260K', prompt: 'Once upon a time', max_tokens: 400, stream: true });
+  const one = () => new Promise((resolve) => {
+    const r = http.request(server.url + '/v1/completions', {
+      method: 'POST', agent: false, headers: { 'Content-Type': 'application/json' } }, (res) => {
+      const got = { status: res.statusCode, retry: res.headers['retry-after'], text: '' };
+      res.on('data', (d) => (got.text += d));
+      res.on('end', () => resolve(got));
+      res.on('error', (e) => resolve({ ...got, error: String(e) }));
+    });
+    r.on('error', (e) => resolve({ status: 0, error: String(e) }));
+    r.end(req);
+  });
+  const all = await Promise.all(Array.from({ length: 18 }, one));
+  const ok = all.filter((r) => r.status === 200);
+  const busy = all.filter((r) => r.status === 429);
+  assert.equal(ok.length + busy.length, all.length, JSON.stringify(all.filter((r) => ![200, 429].includes(r.status))));
+  assert.ok(ok.length >= 6 && busy.length >= 1, `${ok.length} served, ${busy.length} refused`);
+  for (const r of busy) assert.equal(r.retry, '1');
+  for (const r of ok) assert.match(r.text, /data: \[DONE\]/);
+});
