@@ -11,19 +11,22 @@
 // (one connection each) while a sampler GETs /health on a fresh connection
 // every 50 ms. Per client: the time to its status line and the status. A
 // client is "answered in 1 s" when its status line came within 1 s: a 200
-// whose stream then runs, or a 429/503 carrying Retry-After. Resets,
+// whose stream then runs, or a 429/503 carrying Retry-After (each client's
+// clock starts when its connection is up; the clients run on 4 worker
+// threads, the sampler on the main one). Resets,
 // timeouts and statuses without Retry-After count against it.
 //
 // Reported per server and repetition: answered-within-1s share, statuses,
 // status-line p50/p99, /health p50/p99/max; then the means ± 95% CI.
 //
 // Usage: node bench/connections.mjs [--model models/qwen2.5-0.5b.Q4_K_M.gguf]
-//          [--clients 1000] [--reps 3] [--slots 4] [--threads 2] [--max-tokens 16]
+//          [--clients 1000] [--reps 3] [--slots 4] [--threads 2] [--max-tokens 16] [--client-timeout 30]
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
+import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 
 const root = path.resolve(import.meta.dirname, '..');
 const arg = (n, d) => { const i = process.argv.indexOf('--' + n); return i > 0 ? process.argv[i + 1] : d; };
@@ -31,6 +34,7 @@ const HONE = arg('hone', path.join(root, 'build/hone'));
 const MODEL = path.resolve(arg('model', path.join(root, 'models/qwen2.5-0.5b.Q4_K_M.gguf')));
 const CLIENTS = Number(arg('clients', 1000)), REPS = Number(arg('reps', 3));
 const SLOTS = arg('slots', '4'), THREADS = arg('threads', '2'), MAX_TOKENS = Number(arg('max-tokens', 16));
+const CLIENT_TIMEOUT_S = Number(arg('client-timeout', 30));  // a client still without a status line then is a timeout
 const PEER_DIR = process.env.HONE_PEER_BIN_DIR || arg('peer-bin', '');
 const LLAMA_SERVER = PEER_DIR ? path.join(PEER_DIR, 'llama-server') : '';
 if (!fs.existsSync(MODEL)) {
@@ -52,8 +56,10 @@ const meanCi = (xs) => {
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 const children = new Set();
-process.on('exit', () => { for (const p of children) p.kill('SIGKILL'); });
-for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(1));
+if (isMainThread) {
+  process.on('exit', () => { for (const p of children) p.kill('SIGKILL'); });
+  for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(1));
+}
 
 function freePort() {
   return new Promise((resolve) => {
@@ -64,7 +70,7 @@ function freePort() {
 async function start(kind) {
   const port = await freePort();
   const args = kind === 'hone'
-    ? ['serve', '-m', MODEL, '--port', String(port), '--slots', SLOTS, '--threads', THREADS, '--quiet']
+    ? ['serve', '-m', MODEL, '--port', String(port), '--slots', SLOTS, '--threads', THREADS, '--quiet', 'true']
     : ['-m', MODEL, '--port', String(port), '-np', SLOTS, '-c', String(4096 * Number(SLOTS)), '-t', THREADS];
   const proc = spawn(kind === 'hone' ? HONE : LLAMA_SERVER, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   children.add(proc);
@@ -93,22 +99,45 @@ function health(url, timeout) {
 }
 
 // One streaming chat client: time to the status line, then reads to the end.
+// The clock starts when its connection is up: the load generator shares this
+// machine's cores, and creating a thousand requests at once takes it a while.
 function client(url, i) {
   const body = JSON.stringify({ model: path.basename(MODEL, '.gguf'), stream: true, max_tokens: MAX_TOKENS,
                                 messages: [{ role: 'user', content: `Client ${i}: say hello in one sentence.` }] });
-  const t0 = performance.now();
+  let t0 = performance.now();
   return new Promise((resolve) => {
     const req = http.request(url + '/v1/chat/completions', {
-      method: 'POST', agent: false, timeout: 120000, headers: { 'Content-Type': 'application/json' } }, (res) => {
+      method: 'POST', agent: false, timeout: CLIENT_TIMEOUT_S * 1000, headers: { 'Content-Type': 'application/json' } }, (res) => {
       const got = { status: res.statusCode, retry: res.headers['retry-after'], headMs: performance.now() - t0 };
+      req.setTimeout(0);  // answered: a queued stream may then wait for its slot
       res.on('data', () => {});
       res.on('end', () => resolve(got));
       res.on('error', () => resolve({ ...got, broken: true }));
     });
+    req.on('socket', (sock) => sock.on('connect', () => { t0 = performance.now(); }));
     req.on('timeout', () => { req.destroy(); resolve({ status: 'timeout', headMs: performance.now() - t0 }); });
     req.on('error', (e) => resolve({ status: e.code || 'error', headMs: performance.now() - t0 }));
     req.end(body);
   });
+}
+
+// The clients run on worker threads, so the /health sampler on the main
+// thread is never stalled behind them.
+const WORKERS = 4;
+if (!isMainThread) {
+  const { url, from, to } = workerData;
+  const results = await Promise.all(Array.from({ length: to - from }, (_, k) => client(url, from + k)));
+  parentPort.postMessage(results);
+  process.exit(0);
+}
+function clients(url) {
+  const per = Math.ceil(CLIENTS / WORKERS);
+  return Promise.all(Array.from({ length: WORKERS }, (_, w) => new Promise((resolve, reject) => {
+    const worker = new Worker(new URL(import.meta.url), {
+      argv: process.argv.slice(2), workerData: { url, from: w * per, to: Math.min(CLIENTS, (w + 1) * per) } });
+    worker.once('message', resolve);
+    worker.once('error', reject);
+  }))).then((parts) => parts.flat());
 }
 
 async function runOne(kind) {
@@ -123,7 +152,7 @@ async function runOne(kind) {
         await sleep(50);
       }
     })();
-    const results = await Promise.all(Array.from({ length: CLIENTS }, (_, i) => client(s.url, i)));
+    const results = await clients(s.url);
     sampling = false;
     await sampler;
     const clean = (r) => r.headMs <= 1000 && !r.broken &&
@@ -158,7 +187,7 @@ const f = (x, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : 'n/a');
 const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
 let md = `# ${CLIENTS} streaming clients at once: hone serve vs llama-server\n\n`;
 md += `Machine: ${cpu}, ${os.cpus().length} logical CPUs; model ${path.basename(MODEL)}; ${SLOTS} slots, ` +
-      `${THREADS} threads, max_tokens ${MAX_TOKENS}; ${REPS} repetitions, order alternating; ${new Date().toISOString()}.\n` +
+      `${THREADS} threads, max_tokens ${MAX_TOKENS}, client timeout ${CLIENT_TIMEOUT_S} s; ${REPS} repetitions, order alternating; ${new Date().toISOString()}.\n` +
       `Command: \`node bench/connections.mjs ${process.argv.slice(2).join(' ')}\`\n\n`;
 md += '| rep | server | answered in 1 s | statuses | status line p50 / p99 ms | /health p50 / p99 / max ms | /health < 100 ms |\n|---|---|---|---|---|---|---|\n';
 for (const r of rows) {

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include "api/http_server.h"
@@ -53,6 +55,14 @@ Result<serve::ServeConfig> BuildConfig(const ServeArgs& a) {
   for (const serve::Setting& s : serve::Settings()) {
     auto it = a.options.find(s.name);
     if (it == a.options.end() || it->second->count() == 0) continue;
+    // Any user of the machine reads a command line (ps, /proc/PID/cmdline).
+    if (std::string_view(s.name) == "api-keys" || std::string_view(s.name) == "admin-keys") {
+      const std::string file = std::string_view(s.name) == "api-keys" ? "--api-key-file" : "--admin-key-file";
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "--" + std::string(s.name) + ": keys on the command line are visible to every user of this "
+                           "machine; put them in a file (" + file + " FILE) or the environment (" +
+                           serve::EnvName(s.name) + ")");
+    }
     if (Status st = s.set(c, a.flags.at(s.name)); !st)
       return MakeError(st.error().code, "--" + std::string(s.name) + ": " + st.error().message);
   }

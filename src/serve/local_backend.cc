@@ -231,6 +231,14 @@ Result<std::unique_ptr<Completion>> LocalBackend::Start(const GenerationRequest&
   Scheduler& sched = *(**lease)->scheduler;
   const engine::ChatTemplate* chat = (**lease)->chat.get();
   auto run = std::make_unique<LocalCompletion>(std::move(*lease), r.stop);
+  auto busy = [&] {
+    metrics_.Add(metric::kRejected, run->model());
+    Error e = MakeError(ErrorCode::kBusy,
+                        "the server is busy: too many requests are waiting for this model; retry shortly");
+    e.retry_after_s = 1;
+    return e;
+  };
+  if (sched.QueueFull()) return busy();
   std::vector<std::vector<engine::Token>> prompts;
   std::optional<engine::ChatPlan> plan;
   std::vector<std::string> stops = r.stop;
@@ -271,14 +279,7 @@ Result<std::unique_ptr<Completion>> LocalBackend::Start(const GenerationRequest&
         std::make_shared<Job>(std::move(p), r.max_tokens, *sampling, stops, deadline, std::move(preserved));
     auto submitted = sched.Submit(job);
     if (!submitted) return submitted.error();  // ~LocalCompletion cancels the jobs already queued
-    if (*submitted == SubmitResult::kQueueFull) {
-      metrics_.Add(metric::kRejected, run->model());
-      Error busy =
-          MakeError(ErrorCode::kBusy,
-                    "the server is busy: too many requests are waiting for this model; retry shortly");
-      busy.retry_after_s = 1;
-      return busy;
-    }
+    if (*submitted == SubmitResult::kQueueFull) return busy();
     if (*submitted == SubmitResult::kStopping) {
       Error e = MakeError(ErrorCode::kUnavailable, "the model is being unloaded; retry shortly");
       e.retry_after_s = 1;

@@ -134,7 +134,7 @@ Status ModelPool::Admit(const RegistryEntry& e, uint64_t need) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto free_bytes = [&]() -> uint64_t {
-      uint64_t resident = 0;
+      uint64_t resident = reserved_bytes_;
       for (auto& [n, en] : entries_) {
         if (en->loaded) resident += en->loaded->estimate_bytes;
       }
@@ -162,14 +162,22 @@ Status ModelPool::Admit(const RegistryEntry& e, uint64_t need) {
       have = free_bytes();
     }
     if (have < need) {
-      status =
-          MakeError(ErrorCode::kOutOfMemory,
-                    "model '" + e.name + "' needs about " + std::to_string(need >> 20) + " MiB but only " +
-                        std::to_string(have >> 20) + " MiB is free after evicting idle models");
+      std::string loading;
+      if (reserved_bytes_ > 0) loading = " (" + std::to_string(reserved_bytes_ >> 20) + " MiB held by loads in progress)";
+      status = MakeError(ErrorCode::kOutOfMemory, "model '" + e.name + "' needs about " + std::to_string(need >> 20) +
+                                                      " MiB but only " + std::to_string(have >> 20) +
+                                                      " MiB is free after evicting idle models" + loading);
+    } else {
+      reserved_bytes_ += need;
     }
   }
   Drop(std::move(victims));
   return status;
+}
+
+void ModelPool::Unreserve(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  reserved_bytes_ -= std::min(bytes, reserved_bytes_);
 }
 
 Result<std::shared_ptr<LoadedModel>> ModelPool::Load(const RegistryEntry& e) {
@@ -198,11 +206,13 @@ Result<std::shared_ptr<LoadedModel>> ModelPool::Load(const RegistryEntry& e) {
   auto t0 = Clock::now();
   auto model = engine::Model::Load(e.path, lo);
   if (!model) {
+    Unreserve(need);
     metrics_->Add(metric::kLoadFailures, e.name);
     return model.error();
   }
   auto sched = Scheduler::Create(*model, so, metrics_, e.name);
   if (!sched) {
+    Unreserve(need);
     metrics_->Add(metric::kLoadFailures, e.name);
     return sched.error();
   }
@@ -289,7 +299,8 @@ Result<std::unique_ptr<Lease>> ModelPool::Acquire(const std::string& name,
     m = *r;
     loaded_now = true;
     std::lock_guard<std::mutex> lock(mu_);
-    slot.loaded = m;
+    slot.loaded = m;  // counted as resident from here: its reservation ends
+    reserved_bytes_ -= std::min(m->estimate_bytes, reserved_bytes_);
     ++m->in_use_;
   }
   auto lease = std::make_unique<Lease>(this, m, keep_alive_s);

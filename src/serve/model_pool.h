@@ -134,7 +134,10 @@ class ModelPool {
     Clock::time_point failed_until;
   };
   void Release(LoadedModel* m, std::optional<double> keep_alive_s);
+  // Makes room for `need` bytes (evicting idle models) and reserves them;
+  // Load gives the reservation back on failure, Acquire when it is resident.
   Status Admit(const RegistryEntry& e, uint64_t need);
+  void Unreserve(uint64_t bytes);
   Result<std::shared_ptr<LoadedModel>> Load(const RegistryEntry& e);
   void Drop(std::vector<std::shared_ptr<LoadedModel>> victims);
   void Reaper();
@@ -146,6 +149,10 @@ class ModelPool {
   std::condition_variable cv_;
   bool stopping_ = false;
   std::map<std::string, std::unique_ptr<Entry>> entries_;
+  // GUARDED_BY(mu_): the estimates of loads admitted but not yet resident.
+  // Loads of different models run at once; without this, two could each see
+  // the same free memory and together pass the limit.
+  uint64_t reserved_bytes_ = 0;
   std::thread reaper_;
 };
 

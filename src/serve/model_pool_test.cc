@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <fstream>
 #include <thread>
 
@@ -90,6 +91,38 @@ TEST(ModelPoolTest, EvictsTheLeastRecentlyUsedIdleModel) {
   auto refused = pool.Acquire("stories260K");
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code, ErrorCode::kOutOfMemory);
+}
+
+TEST(ModelPoolTest, TwoFirstLoadsUnderALimitThatFitsOneDoNotBothLoad) {
+  Registry reg = TwoModels();
+  Metrics metrics;
+  PoolOptions o = Small();
+  ModelPool probe(reg, o, &metrics);
+  uint64_t small = probe.EstimateBytes(reg.entries()[0]), big = probe.EstimateBytes(reg.entries()[1]);
+  o.memory_limit_bytes = small + big - 1;  // either fits, not both
+  for (int round = 0; round < 5; ++round) {
+    Metrics m;
+    ModelPool pool(reg, o, &m);
+    // Both start together and hold their leases, so neither can be evicted
+    // for the other: only one may load.
+    std::atomic<int> ready{0};
+    Result<std::unique_ptr<Lease>> a = MakeError(ErrorCode::kInternal, "unset");
+    Result<std::unique_ptr<Lease>> b = MakeError(ErrorCode::kInternal, "unset");
+    auto go = [&](const char* name, Result<std::unique_ptr<Lease>>* out) {
+      ++ready;
+      while (ready.load() < 2) {
+      }
+      *out = pool.Acquire(name);
+    };
+    std::thread ta(go, "stories260K", &a), tb(go, "tinystories-d256-l4-f32", &b);
+    ta.join();
+    tb.join();
+    ASSERT_NE(a.ok(), b.ok()) << "round " << round << ": both loaded, or neither: "
+                              << (a.ok() ? "" : a.error().message) << " / " << (b.ok() ? "" : b.error().message);
+    const Error& refused = a.ok() ? b.error() : a.error();
+    EXPECT_EQ(refused.code, ErrorCode::kOutOfMemory) << refused.message;
+    EXPECT_EQ(pool.Resident().size(), 1u);
+  }
 }
 
 TEST(ModelPoolTest, PinnedModelsStay) {

@@ -87,6 +87,12 @@ int Scheduler::waiting() const {
   return static_cast<int>(queue_.size());
 }
 
+bool Scheduler::QueueFull() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int free_slots = std::max(0, opt_.slots - active_.load());
+  return static_cast<int>(queue_.size()) >= opt_.max_queue + free_slots;
+}
+
 Result<SubmitResult> Scheduler::Submit(std::shared_ptr<Job> job) {
   if (job->prompt.empty()) return MakeError(ErrorCode::kInvalidArgument, "the prompt is empty");
   if (static_cast<int>(job->prompt.size()) >= opt_.ctx_per_slot) {
@@ -104,6 +110,7 @@ Result<SubmitResult> Scheduler::Submit(std::shared_ptr<Job> job) {
     return MakeError(ErrorCode::kInvalidArgument, "'repeat_last_n' must be within [-1, " +
                                                       std::to_string(opt_.ctx_per_slot) + "] (the context)");
   }
+  if (QueueFull()) return SubmitResult::kQueueFull;  // checked again under the lock below
   auto sampler = engine::Sampler::Create(*model_, job->sampling);
   if (!sampler) return sampler.error();
   // Penalties should see the prompt; a grammar must not (it constrains the output only).

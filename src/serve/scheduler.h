@@ -89,6 +89,9 @@ class Scheduler {
 
   int active() const { return active_.load(); }  // slots busy
   int waiting() const;
+  // Submit would answer kQueueFull now: a burst past the queue is refused
+  // before each request pays for its template, tokens and sampler.
+  bool QueueFull() const;
   bool idle() const { return active() == 0 && waiting() == 0; }
   int ctx_per_slot() const { return opt_.ctx_per_slot; }
   const SchedulerOptions& options() const { return opt_; }

@@ -18,7 +18,8 @@ before(async () => {
   fs.writeFileSync(configFile, ['[[upstream]]', 'name = "cloud"', `base_url = "${up.url}/v1"`, 'health_interval = "1h"',
     '[[route]]', 'name = "r"', 'targets = ["cloud:m"]', 'policy = "failover"',
     'canary = { target = "cloud:m2", hold = "1h" }'].join('\n') + '\n');
-  server = await startServer(['--config', configFile, '--models', modelsDir(), '--api-keys', USER, '--admin-keys', ADMIN]);
+  server = await startServer(['--config', configFile, '--models', modelsDir()],
+                             { HONE_API_KEYS: USER, HONE_ADMIN_KEYS: ADMIN });
 });
 
 after(async () => {

@@ -31,7 +31,7 @@ before(async () => {
     '[[route]]', 'name = "faq-all"', 'targets = ["cloud:cloud-m"]', 'policy = "failover"', 'cache = "all"',
     '[[route]]', 'name = "faq-off"', 'targets = ["cloud:cloud-m"]', 'policy = "failover"', 'cache = "off"',
   ].join('\n') + '\n');
-  server = await startServer(['--config', configFile, '--models', modelsDir(), '--api-keys', KEYS.join(',')]);
+  server = await startServer(['--config', configFile, '--models', modelsDir()], { HONE_API_KEYS: KEYS.join(',') });
 });
 
 after(async () => {

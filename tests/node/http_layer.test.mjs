@@ -189,3 +189,38 @@ test('a burst of streaming clients past the queue: each gets 200 or 429 with Ret
   for (const r of busy) assert.equal(r.retry, '1');
   for (const r of ok) assert.match(r.text, /data: \[DONE\]/);
 });
+
+test('150 slow clients do not delay /health on the API port (default --max-connections)', async () => {
+  const own = await startServer(['--models', modelsDir()]);
+  const u = new URL(own.url);
+  const stalled = [];
+  try {
+    for (let i = 0; i < 150; ++i) {
+      const s = net.connect(Number(u.port), u.hostname);
+      s.on('error', () => {});
+      s.write('POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\n');
+      stalled.push(s);
+    }
+    await sleep(500);
+    const metrics = await fetch(own.url + '/metrics');
+    assert.equal(metrics.status, 200);
+    assert.match(await metrics.text(), /hone_server_draining 0/);
+    for (let i = 0; i < 10; ++i) {
+      const t0 = performance.now();
+      const status = await new Promise((resolve) => {
+        const req = http.get(own.url + '/health', { agent: false, timeout: 2000 }, (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode));
+        });
+        req.on('timeout', () => { req.destroy(); resolve('timeout'); });
+        req.on('error', () => resolve('error'));
+      });
+      const ms = performance.now() - t0;
+      assert.equal(status, 200);
+      assert.ok(ms < 100, `/health took ${ms.toFixed(0)} ms behind 150 slow clients`);
+    }
+  } finally {
+    for (const s of stalled) s.destroy();
+    await own.stop();
+  }
+});

@@ -6,8 +6,9 @@ import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
+import { spawnSync } from 'node:child_process';
 import OpenAI from 'openai';
-import { modelsDir, startServer, post, sleep, TMP } from './helpers.mjs';
+import { HONE, modelsDir, startServer, post, sleep, TMP } from './helpers.mjs';
 
 test('API keys: 401 without the right Bearer key, never logged', async () => {
   const server = await startServer(['--models', modelsDir()], { HONE_API_KEYS: 'sk-right-key' });
@@ -24,6 +25,16 @@ test('API keys: 401 without the right Bearer key, never logged', async () => {
     assert.ok(!server.log().includes('sk-right-key') && !server.log().includes('sk-wrong'));
   } finally {
     await server.stop();
+  }
+});
+
+test('keys are refused on the command line, where every user of the machine can read them', () => {
+  for (const [flag, env] of [['--api-keys', 'HONE_API_KEYS'], ['--admin-keys', 'HONE_ADMIN_KEYS']]) {
+    const r = spawnSync(HONE, ['serve', '--models', modelsDir(), '--port', '0', flag, 'sk-on-the-command-line'],
+                        { encoding: 'utf8', timeout: 20000 });
+    assert.notEqual(r.status, 0, `${flag} was accepted`);
+    assert.match(r.stderr, new RegExp(`${flag}: keys on the command line .*\\(${env}\\)`));
+    assert.ok(!r.stderr.includes('sk-on-the-command-line'), 'the key was echoed');
   }
 });
 

@@ -14,7 +14,7 @@ const MODEL = 'llama-2-tiny-random';  // random weights: rarely ends early, so s
 
 before(async () => {
   server = await startServer(['--models', modelsDir(), '--slots', '1', '--max-queue', '16', '--probe-port', '0',
-                              '--metrics-compat', 'vllm', '--api-keys', 'k-metrics', '--max-connections', '20']);
+                              '--metrics-compat', 'vllm', '--max-connections', '20'], { HONE_API_KEYS: 'k-metrics' });
   probe = /probes \([^)]*\) on (http:\/\/[^\s]+)/.exec(server.log())[1];
 });
 after(async () => server && server.stop());

@@ -204,7 +204,7 @@ test('on_budget_exceeded = "refuse": 429 naming the tenant\'s budget, other tena
     '[[route]]', 'name = "strict"', 'targets = ["cloud:cloud-m"]', 'policy = "failover"', 'on_budget_exceeded = "refuse"',
     '[[budget]]', 'name = "tenant-a"', `scope = "tenant:${fingerprint(keys[0])}"`, `monthly = ${WORST / 2}`,
   ]);
-  const s = await serve(config, ['--api-keys', keys.join(',')]);
+  const s = await serve(config, [], { HONE_API_KEYS: keys.join(',') });
   const a = await rawChat(s.url, 'strict', keys[0]);
   assert.equal(a.status, 429, JSON.stringify(a.body));
   assert.match(a.body.error.message, /budget 'tenant-a' is spent for the month/);
