@@ -4,10 +4,11 @@
 set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build git pkg-config ccache
-  libhwloc-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libtomlplusplus-dev
+  libhwloc-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libssl-dev libcurl4-openssl-dev
   libsqlite3-dev libpq-dev postgresql tzdata
   curl clang-format python3
+  # cpp-httplib is the 0.54 vendored in the pinned llama.cpp tree (scripts/build-llama.sh), not a package
   prometheus  # promtool: tests lint /metrics with `promtool check metrics`
 )
 missing=()
