@@ -200,7 +200,7 @@ for (const kind of ['hone', 'llama-server']) {
   const a = meanCi(mine.map((r) => 100 * r.answered1s)), p = meanCi(mine.map((r) => r.headP99)), h = meanCi(mine.map((r) => r.healthMax));
   md += `| ${kind} | ${f(a.mean)}% ± ${f(a.ci95)} | ${f(p.mean, 0)} ± ${f(p.ci95, 0)} | ${f(h.mean, 0)} ± ${f(h.ci95, 0)} |\n`;
 }
-const out = path.join(root, 'bench/results', `connections-${new Date().toISOString().slice(0, 16).replace(/[-:T]/g, '')}.md`);
+const out = path.join(root, 'bench/results', `connections-vm-${new Date().toISOString().slice(0, 16).replace(/[-:]/g, '').replace('T', '-')}.md`);
 fs.mkdirSync(path.dirname(out), { recursive: true });
 fs.writeFileSync(out, md);
 console.log(md);

@@ -8,8 +8,9 @@
 # worker pool on demand. It is also the copy libllama-common exports, so one
 # set of httplib symbols lives in the process (Debian's 0.11 beside it was an
 # ODR hazard).
-set(HONE_HTTPLIB_INCLUDE ${HONE_LLAMA_SOURCE_DIR}/vendor/cpp-httplib)
-set(HONE_HTTPLIB_LIB ${_llama_prefix}/vendor/lib/libcpp-httplib.a)
+# In the cache, so tests/ (the route tests' loopback servers) sees them too.
+set(HONE_HTTPLIB_INCLUDE ${HONE_LLAMA_SOURCE_DIR}/vendor/cpp-httplib CACHE INTERNAL "")
+set(HONE_HTTPLIB_LIB ${_llama_prefix}/vendor/lib/libcpp-httplib.a CACHE INTERNAL "")
 if(NOT EXISTS "${HONE_HTTPLIB_INCLUDE}/httplib.h" OR NOT EXISTS "${HONE_HTTPLIB_LIB}")
   message(FATAL_ERROR "llama.cpp's vendored cpp-httplib was not found: build llama.cpp with "
                       "scripts/build-llama.sh and pass -DHONE_LLAMA_SOURCE_DIR=<its source tree>")

@@ -2,6 +2,10 @@
 
 #include <llama.h>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -77,12 +81,26 @@ struct IsaCheck {
   {                                                         \
     macro, [] { return __builtin_cpu_supports(name) != 0; } \
   }
+#if defined(__x86_64__)
+// CPUID bits, for the features older compilers' __builtin_cpu_supports
+// cannot name (clang 14 knows neither F16C, AVX512-FP16, AVX-VNNI nor AMX).
+bool Cpuid(unsigned leaf, unsigned subleaf, int reg, int bit) {
+  unsigned r[4] = {0, 0, 0, 0};
+  if (!__get_cpuid_count(leaf, subleaf, &r[0], &r[1], &r[2], &r[3])) return false;
+  return (r[reg] >> bit) & 1u;
+}
+enum { kEax = 0, kEcx = 2, kEdx = 3 };
+#define HONE_ISA_CPUID(macro, leaf, subleaf, reg, bit)     \
+  {                                                        \
+    macro, [] { return Cpuid(leaf, subleaf, reg, bit); }   \
+  }
+#endif
 const IsaCheck kIsaChecks[] = {
 #if defined(__x86_64__)
     HONE_ISA("__AVX__", "avx"),
     HONE_ISA("__AVX2__", "avx2"),
     HONE_ISA("__FMA__", "fma"),
-    HONE_ISA("__F16C__", "f16c"),
+    HONE_ISA_CPUID("__F16C__", 1, 0, kEcx, 29),
     HONE_ISA("__BMI2__", "bmi2"),
     HONE_ISA("__AVX512F__", "avx512f"),
     HONE_ISA("__AVX512BW__", "avx512bw"),
@@ -91,14 +109,15 @@ const IsaCheck kIsaChecks[] = {
     HONE_ISA("__AVX512VNNI__", "avx512vnni"),
     HONE_ISA("__AVX512BF16__", "avx512bf16"),
     HONE_ISA("__AVX512VBMI__", "avx512vbmi"),
-    HONE_ISA("__AVX512FP16__", "avx512fp16"),
-    HONE_ISA("__AVXVNNI__", "avxvnni"),
-    HONE_ISA("__AMX_TILE__", "amx-tile"),
-    HONE_ISA("__AMX_INT8__", "amx-int8"),
-    HONE_ISA("__AMX_BF16__", "amx-bf16"),
+    HONE_ISA_CPUID("__AVX512FP16__", 7, 0, kEdx, 23),
+    HONE_ISA_CPUID("__AVXVNNI__", 7, 1, kEax, 4),
+    HONE_ISA_CPUID("__AMX_BF16__", 7, 0, kEdx, 22),
+    HONE_ISA_CPUID("__AMX_TILE__", 7, 0, kEdx, 24),
+    HONE_ISA_CPUID("__AMX_INT8__", 7, 0, kEdx, 25),
 #endif
 };
 #undef HONE_ISA
+#undef HONE_ISA_CPUID
 
 }  // namespace
 

@@ -33,6 +33,13 @@ std::string Literal(const std::string& s) {
   return out + "\"";
 }
 
+// Bounds that hold whatever the schema: recursion depth (the stack), schemas
+// visited (type lists and alternatives revisit their subschema, so nesting
+// multiplies), and the grammar's size (llama.cpp parses it on every request).
+constexpr int kMaxDepth = 64;
+constexpr int kMaxVisits = 20000;
+constexpr size_t kMaxGrammarBytes = 256 << 10;
+
 class Builder {
  public:
   explicit Builder(const nlohmann::json& root) : root_(root) {}
@@ -40,6 +47,26 @@ class Builder {
 
   // Returns the name of a rule (or an inline expression) matching `schema`.
   Result<std::string> Visit(const nlohmann::json& schema) {
+    struct Deeper {
+      int& d;
+      ~Deeper() { --d; }
+    } deeper{++depth_};
+    if (depth_ > kMaxDepth)
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "JSON schema: nested more than " + std::to_string(kMaxDepth) + " levels deep");
+    if (++visits_ > kMaxVisits)
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "JSON schema: more than " + std::to_string(kMaxVisits) +
+                           " subschemas to expand (nested type lists or alternatives multiply)");
+    auto out = VisitOne(schema);
+    if (out && out->size() + rule_bytes_ > kMaxGrammarBytes)
+      return MakeError(ErrorCode::kInvalidArgument, "JSON schema: its grammar would be larger than " +
+                                                        std::to_string(kMaxGrammarBytes >> 10) + " KiB");
+    return out;
+  }
+
+ private:
+  Result<std::string> VisitOne(const nlohmann::json& schema) {
     if (schema.is_boolean() && !schema.get<bool>())
       return MakeError(ErrorCode::kInvalidArgument, "JSON schema: `false` can never be satisfied");
     if (!schema.is_object()) return std::string("value");
@@ -83,8 +110,11 @@ class Builder {
     return std::string("value");
   }
 
- private:
   std::string NewRule() { return "r" + std::to_string(next_++); }
+  void AddRule(const std::string& name, const std::string& body) {
+    rules.push_back(name + " ::= " + body);
+    rule_bytes_ += rules.back().size() + 1;
+  }
 
   // Local references only ("#/$defs/X", "#/definitions/X", "#"): a request
   // must not make the server fetch anything. Each target becomes one named
@@ -109,7 +139,7 @@ class Builder {
     refs_[path] = name;  // before visiting: a recursive reference finds it
     auto body = Visit(root_[ptr]);
     if (!body) return body.error();
-    rules.push_back(name + " ::= " + *body);
+    AddRule(name, *body);
     return name;
   }
 
@@ -143,7 +173,7 @@ class Builder {
       body += "(" + item + " (\",\" ws " + item + ")" + more + ")?";
     }
     std::string name = NewRule();
-    rules.push_back(name + " ::= " + body + " \"]\" ws");
+    AddRule(name, body + " \"]\" ws");
     return name;
   }
 
@@ -162,11 +192,22 @@ class Builder {
       }
       props.push_back({Literal("\"" + key + "\"") + " ws \":\" ws " + *v, required});
     }
-    // tail[i]: the properties from i on, each preceded by a comma.
+    // tail[i]: the properties from i on, each preceded by a comma. A long
+    // tail becomes a named rule, so the grammar grows linearly with the
+    // properties (inlined, each tail would repeat all the ones after it).
     std::vector<std::string> tail(props.size() + 1);
     for (size_t i = props.size(); i-- > 0;) {
       const std::string item = "\",\" ws " + props[i].first;
-      tail[i] = (props[i].second ? item : "(" + item + ")?") + (tail[i + 1].empty() ? "" : " " + tail[i + 1]);
+      std::string t = (props[i].second ? item : "(" + item + ")?") + (tail[i + 1].empty() ? "" : " " + tail[i + 1]);
+      if (t.size() > 512) {
+        const std::string name = NewRule();
+        AddRule(name, t);
+        t = name;
+      }
+      tail[i] = std::move(t);
+      if (rule_bytes_ > kMaxGrammarBytes)
+        return MakeError(ErrorCode::kInvalidArgument, "JSON schema: its grammar would be larger than " +
+                                                          std::to_string(kMaxGrammarBytes >> 10) + " KiB");
     }
     // The first property present starts without a comma: every optional one
     // before the first required one may be that first property.
@@ -179,13 +220,16 @@ class Builder {
     std::string body = "\"{\" ws ";
     if (!alts.empty()) body += (i == props.size() ? "(" + alts + ")?" : "(" + alts + ")");
     std::string name = NewRule();
-    rules.push_back(name + " ::= " + body + " \"}\" ws");
+    AddRule(name, body + " \"}\" ws");
     return name;
   }
 
   const nlohmann::json& root_;
   std::map<std::string, std::string> refs_;
   int next_ = 0;
+  int depth_ = 0;           // Visit calls now on the stack
+  int visits_ = 0;          // Visit calls so far
+  size_t rule_bytes_ = 0;   // the named rules' text so far
 };
 
 }  // namespace

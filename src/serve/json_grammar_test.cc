@@ -78,6 +78,42 @@ TEST_F(JsonGrammarTest, WhatCannotBeHonouredIsAClearError) {
   EXPECT_NE(Error(R"([1,2])").find("must be an object"), std::string::npos);
 }
 
+std::string NestedObjects(int depth) {
+  std::string s = R"({"type":"string"})";
+  for (int i = 0; i < depth; ++i) s = R"({"type":"object","properties":{"a":)" + s + "}}";
+  return s;
+}
+
+std::string NestedTypeLists(int depth) {
+  // Linear in depth as text; each level's three types each expand the level below.
+  std::string s = R"({"type":["string","number","null"]})";
+  for (int i = 0; i < depth; ++i) s = R"({"type":["object","object","object"],"properties":{"a":)" + s + "}}";
+  return s;
+}
+
+TEST_F(JsonGrammarTest, DepthExpansionAndSizeAreBounded) {
+  Grammar(NestedObjects(60).c_str());
+  EXPECT_NE(Error(NestedObjects(65).c_str()).find("nested more than 64 levels deep"), std::string::npos);
+  // 20,000 levels would overflow the stack of an unbounded converter.
+  EXPECT_NE(Error(NestedObjects(20000).c_str()).find("nested more than 64"), std::string::npos);
+  // Type lists revisit their subschema: 3^12 expansions of this one.
+  const std::string expansion = Error(NestedTypeLists(12).c_str());
+  EXPECT_TRUE(expansion.find("subschemas to expand") != std::string::npos ||
+              expansion.find("larger than 256 KiB") != std::string::npos)
+      << expansion;
+  Grammar(NestedTypeLists(3).c_str());
+  // Many properties: the grammar grows linearly (each long tail is a named rule).
+  std::string wide = R"({"type":"object","properties":{)";
+  for (int i = 0; i < 2000; ++i) wide += (i ? "," : "") + std::string("\"p") + std::to_string(i) + R"(":{"type":"integer"})";
+  wide += "}}";
+  std::string g = Grammar(wide.c_str());
+  EXPECT_LT(g.size(), 200u << 10) << g.size();
+  std::string wider = R"({"type":"object","properties":{)";
+  for (int i = 0; i < 9000; ++i) wider += (i ? "," : "") + std::string("\"p") + std::to_string(i) + R"(":{"type":"integer"})";
+  wider += "}}";
+  EXPECT_NE(Error(wider.c_str()).find("larger than 256 KiB"), std::string::npos);
+}
+
 TEST_F(JsonGrammarTest, TheParseCheckItselfCatchesABrokenGrammar) {
   engine::SamplingOptions o;
   o.grammar = "root ::= undefined-rule";

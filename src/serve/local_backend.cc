@@ -298,7 +298,10 @@ Result<Embeddings> LocalBackend::Embed(const EmbeddingRequest& r, const std::fun
   // Embeddings run on the model's own embedding session, beside the
   // scheduler (whose session computes no embeddings), one request at a time.
   const auto deadline = DeadlineAfter(timeout_s_);
-  auto emb = (**lease)->Embed(r.inputs, threads_, [&] { return cancelled() || Clock::now() > deadline; });
+  const int max_waiting = (**lease)->scheduler ? (**lease)->scheduler->options().max_queue : 0;
+  auto emb = (**lease)->Embed(r.inputs, threads_, max_waiting,
+                              [&] { return cancelled() || Clock::now() > deadline; });
+  if (!emb && emb.error().code == ErrorCode::kBusy) metrics_.Add(metric::kRejected, (**lease)->name);
   if (!emb) {
     if (emb.error().code == ErrorCode::kAborted && Clock::now() > deadline) {
       return MakeError(ErrorCode::kTimeout, "the request ran past its timeout");

@@ -56,8 +56,24 @@ Result<double> ParseDuration(const std::string& text) {
 }
 
 Result<engine::EmbedResult> LoadedModel::Embed(const std::vector<std::string>& texts, int threads,
-                                               const std::function<bool()>& should_stop) {
-  std::lock_guard<std::mutex> lock(embed_mu_);
+                                               int max_waiting, const std::function<bool()>& should_stop) {
+  std::unique_lock<std::timed_mutex> lock(embed_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    struct Waiting {
+      std::atomic<int>& n;
+      ~Waiting() { --n; }
+    } waiting{embed_waiting_};
+    if (embed_waiting_.fetch_add(1) >= max_waiting) {
+      Error e = MakeError(ErrorCode::kBusy, "the server is busy: " + std::to_string(max_waiting) +
+                                                " embedding requests already wait for this model; retry shortly");
+      e.retry_after_s = 1;
+      return e;
+    }
+    // A waiter that left, or whose deadline passed, gives its place back.
+    while (!lock.try_lock_for(std::chrono::milliseconds(50))) {
+      if (should_stop()) return MakeError(ErrorCode::kAborted, "embedding was stopped while it waited");
+    }
+  }
   if (!embed_session_) {
     engine::SessionOptions so;
     so.embeddings = true;

@@ -60,14 +60,16 @@ class LoadedModel {
   std::string profile;  // the tuned profile applied, empty when none
 
   // Embeddings run on their own small session, created on first use, one
-  // request at a time. `should_stop` is checked between texts and inside each
-  // decode; when it turns true: kAborted.
-  Result<engine::EmbedResult> Embed(const std::vector<std::string>& texts, int threads,
+  // request at a time; at most `max_waiting` more wait their turn (beyond:
+  // kBusy). `should_stop` (a disconnect, the deadline) is checked while
+  // waiting, between texts and inside each decode; when it turns true: kAborted.
+  Result<engine::EmbedResult> Embed(const std::vector<std::string>& texts, int threads, int max_waiting,
                                     const std::function<bool()>& should_stop);
 
  private:
   friend class ModelPool;
-  std::mutex embed_mu_;
+  std::timed_mutex embed_mu_;
+  std::atomic<int> embed_waiting_{0};  // Embed calls not yet holding embed_mu_
   std::unique_ptr<engine::Session> embed_session_;  // guarded by embed_mu_
   int in_use_ = 0;                                  // guarded by the pool's mutex
   Clock::time_point last_used_;

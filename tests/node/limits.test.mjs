@@ -78,6 +78,33 @@ test('a full queue answers 429 with Retry-After, and 503 on the Ollama API', asy
   }
 });
 
+test('embedding requests waiting for one model are bounded by --max-queue: 429 with Retry-After', async () => {
+  const server = await startServer(['--models', modelsDir(), '--max-queue', '1']);
+  try {
+    // Loaded first (waiters for a load have a bound of their own).
+    const warm = await post(server.url + '/v1/embeddings', { model: 'stories260K', input: 'warm' });
+    assert.equal(warm.status, 200);
+    // One request of 512 inputs keeps the model's embedding session busy for
+    // a while; of the five sent together one runs, one waits, the rest are
+    // refused at once.
+    const input = Array.from({ length: 512 }, (_, i) => `text number ${i} about a happy dog in the park`);
+    const all = await Promise.all(Array.from({ length: 5 }, () =>
+      fetch(server.url + '/v1/embeddings', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+                                              body: JSON.stringify({ model: 'stories260K', input }) })
+        .then(async (r) => ({ status: r.status, retry: r.headers.get('retry-after'), body: await r.json() }))));
+    const ok = all.filter((r) => r.status === 200), busy = all.filter((r) => r.status === 429);
+    assert.equal(ok.length + busy.length, 5, JSON.stringify(all.map((r) => [r.status, r.body.error])));
+    assert.ok(ok.length >= 2 && busy.length >= 1, `${ok.length} served, ${busy.length} refused`);
+    for (const r of ok) assert.equal(r.body.data.length, 512);
+    for (const r of busy) {
+      assert.equal(r.retry, '1');
+      assert.match(r.body.error.message, /embedding requests already wait/);
+    }
+  } finally {
+    await server.stop();
+  }
+});
+
 test('memory admission refuses a model that does not fit, and the server goes on', async () => {
   const server = await startServer(['--models', modelsDir(), '--memory-limit', '12M', '--ctx', '256', '--slots', '1']);
   try {

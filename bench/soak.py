@@ -1,0 +1,281 @@
+#!/usr/bin/env python3
+"""Soak test of `hone serve`: mixed hostile and normal load for a long time.
+
+One hone serve on loopback with two small real models (the synthetic Qwen2
+`tiny`, with a chat template, and the trained `stories260K`), --keep-alive
+10s. The run cycles through 2-minute phases (tiny only, stories260K only,
+both), so the idle model expires, unloads and loads again at each switch.
+Client threads send, for --minutes (default 30):
+  - streaming chat, read to the end (both models, so they switch);
+  - streaming chat abandoned after the first chunks (a disconnect mid-stream);
+  - embeddings;
+  - an oversized body (413), malformed JSON (400), an unknown model (404),
+    a half-sent request left to time out.
+Every request must end in a status the client expects (or be one the client
+abandoned on purpose); anything else (a reset, a timeout, a 500, a stream
+cut without its end) is "lost".
+
+Every 5 s it samples the server's RSS (/proc/PID/status) and the gauges
+(hone_num_requests_running, hone_num_requests_waiting,
+hone_kv_cache_usage_perc). When the load stops, running and waiting must
+return to 0 (no slot or sequence leaks). RSS slope: least squares over the
+second half of the run (after warm-up), in MB per hour.
+
+Writes bench/results/soak-<date>.md. Exit status 1 if anything was lost, the
+gauges did not return to 0, or the server died.
+
+Usage: bench/soak.py [--minutes 30] [--clients 6] [--hone build/hone]
+"""
+import argparse
+import datetime
+import http.client
+import json
+import os
+import platform
+import random
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ap = argparse.ArgumentParser()
+ap.add_argument("--minutes", type=float, default=30)
+ap.add_argument("--clients", type=int, default=6)
+ap.add_argument("--hone", default=os.path.join(ROOT, "build/hone"))
+ap.add_argument("--shared", default=os.path.join(os.path.dirname(ROOT), "shared"))
+args = ap.parse_args()
+
+work = tempfile.mkdtemp(prefix="hone-soak-")
+models = os.path.join(work, "models")
+os.makedirs(models)
+subprocess.run([args.hone, "synth", "--like", "tiny", "--out", os.path.join(models, "tiny.gguf")], check=True,
+               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+os.symlink(os.path.join(args.shared, "models", "stories260K.gguf"), os.path.join(models, "stories260K.gguf"))
+
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+log = open(os.path.join(work, "server.log"), "w")
+server = subprocess.Popen([args.hone, "serve", "--models", models, "--port", str(port), "--threads", "2",
+                           "--slots", "2", "--ctx", "1024", "--max-queue", "8", "--max-body", "64K",
+                           "--keep-alive", "10s", "--read-timeout", "3",
+                           "--quiet", "true"], stdout=log, stderr=log)
+
+
+def conn(timeout=120):
+    return http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+
+
+for _ in range(300):
+    try:
+        c = conn(2)
+        c.request("GET", "/livez")
+        if c.getresponse().status == 200:
+            break
+    except OSError:
+        time.sleep(0.1)
+else:
+    sys.exit("hone serve did not start")
+
+counts = {}
+lost = []
+lock = threading.Lock()
+
+
+def note(kind, ok, detail=""):
+    with lock:
+        c = counts.setdefault(kind, [0, 0])
+        c[0 if ok else 1] += 1
+        if not ok and len(lost) < 50:
+            lost.append(f"{kind}: {detail}")
+
+
+def post(path, body, content_type="application/json"):
+    c = conn()
+    c.request("POST", path, body=body, headers={"Content-Type": content_type})
+    return c, c.getresponse()
+
+
+QUESTIONS = ["Where is my order?", "我的订单在哪里？", "Can I return shoes after 30 days?", "Hello!"]
+
+
+def chat(model, abandon):
+    body = json.dumps({"model": model, "stream": True, "max_tokens": 48, "temperature": 0.8,
+                       "messages": [{"role": "system", "content": "You are a support assistant."},
+                                    {"role": "user", "content": random.choice(QUESTIONS)}]})
+    kind = "chat-abandoned" if abandon else "chat-stream"
+    try:
+        c, r = post("/v1/chat/completions", body)
+        if r.status == 429:  # the queue is full: refused with Retry-After, as promised
+            note(kind, r.getheader("Retry-After") is not None, "429 without Retry-After")
+            return
+        if r.status != 200:
+            note(kind, False, f"status {r.status}: {r.read()[:200]!r}")
+            return
+        if abandon:
+            r.read(200)  # a few chunks, then the client goes away
+            c.sock.shutdown(socket.SHUT_RDWR)
+            c.close()
+            note(kind, True)
+            return
+        text = r.read().decode()
+        note(kind, "data: [DONE]" in text, "stream ended without [DONE]: " + text[-200:])
+    except Exception as e:  # noqa: BLE001 - any failure is what this counts
+        note(kind, False, repr(e))
+
+
+def embed():
+    try:
+        _, r = post("/v1/embeddings", json.dumps({"model": "stories260K", "input": ["a happy dog", "一只快乐的狗"]}))
+        data = r.read()
+        ok = r.status == 200 and len(json.loads(data)["data"]) == 2
+        ok = ok or r.status in (429, 503) and r.getheader("Retry-After") is not None
+        note("embeddings", ok, f"status {r.status}: {data[:200]!r}")
+    except Exception as e:  # noqa: BLE001
+        note("embeddings", False, repr(e))
+
+
+def hostile():
+    what = random.choice(["oversized", "malformed", "unknown", "half"])
+    try:
+        if what == "oversized":
+            _, r = post("/v1/chat/completions", json.dumps({"model": "tiny", "messages": [
+                {"role": "user", "content": "x" * 100_000}]}))
+            r.read()
+            note(what, r.status == 413, f"status {r.status}")
+        elif what == "malformed":
+            _, r = post("/v1/chat/completions", '{"model": "tiny", "messages": [')
+            r.read()
+            note(what, r.status == 400, f"status {r.status}")
+        elif what == "unknown":
+            _, r = post("/v1/chat/completions", json.dumps({"model": "no-such-model", "messages": [
+                {"role": "user", "content": "hi"}]}))
+            r.read()
+            note(what, r.status == 404, f"status {r.status}")
+        else:  # half a request, then silence: the server must drop it
+            s = socket.create_connection(("127.0.0.1", port), timeout=30)
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n{")
+            t0 = time.time()
+            try:
+                s.recv(4096)  # a 400/408 or the close itself
+            except OSError:
+                pass
+            s.close()
+            note(what, time.time() - t0 < 20, f"held {time.time() - t0:.0f} s")
+    except Exception as e:  # noqa: BLE001
+        note(what, False, repr(e))
+
+
+deadline = time.time() + args.minutes * 60
+stop = threading.Event()
+
+
+def client(i):
+    rng = random.Random(i)
+    while time.time() < deadline and not stop.is_set():
+        x = rng.random()
+        phase = int((time.time() - t_start) / 120) % 3  # tiny only, stories260K only, both
+        model = ["tiny", "stories260K", rng.choice(["tiny", "stories260K"])][phase]
+        if x < 0.55:
+            chat(model, abandon=False)
+        elif x < 0.75:
+            chat(model, abandon=True)
+        elif x < 0.87:
+            embed()
+        else:
+            hostile()
+
+
+def gauges():
+    c = conn(10)
+    c.request("GET", "/metrics")
+    text = c.getresponse().read().decode()
+    out = {}
+    for name in ("hone_num_requests_running", "hone_num_requests_waiting", "hone_kv_cache_usage_perc"):
+        out[name] = sum(float(v) for v in re.findall(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M))
+    return out
+
+
+def rss_mb():
+    with open(f"/proc/{server.pid}/status") as f:
+        return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1)) / 1024
+
+
+samples = []
+threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(args.clients)]
+t_start = time.time()
+for t in threads:
+    t.start()
+while time.time() < deadline and server.poll() is None:
+    try:
+        samples.append((time.time() - t_start, rss_mb(), gauges()))
+    except Exception as e:  # noqa: BLE001
+        note("sampler", False, repr(e))
+    time.sleep(5)
+stop.set()
+for t in threads:
+    t.join(timeout=180)
+alive = server.poll() is None
+
+# After the load: the gauges must come back to 0.
+settled = None
+for _ in range(60):
+    if not alive:
+        break
+    g = gauges()
+    if g["hone_num_requests_running"] == 0 and g["hone_num_requests_waiting"] == 0:
+        settled = g
+        break
+    time.sleep(1)
+final_rss = rss_mb() if alive else float("nan")
+server.terminate()
+try:
+    server.wait(timeout=60)
+except subprocess.TimeoutExpired:
+    server.kill()
+
+half = [(t, r) for t, r, _ in samples if t >= args.minutes * 30]
+slope = float("nan")
+if len(half) >= 3:
+    n = len(half)
+    mt = sum(t for t, _ in half) / n
+    mr = sum(r for _, r in half) / n
+    var = sum((t - mt) ** 2 for t, _ in half)
+    slope = sum((t - mt) * (r - mr) for t, r in half) / var * 3600 if var else float("nan")
+total = sum(a + b for a, b in counts.values())
+lost_n = sum(b for _, b in counts.values())
+peak = {k: max(s[2][k] for s in samples) for k in samples[0][2]} if samples else {}
+ok = alive and lost_n == 0 and settled is not None
+
+cpu = platform.processor() or open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].split("\n")[0].strip()
+stamp = datetime.datetime.utcnow().strftime("%Y%m%d-%H%M")
+md = [f"# Soak: {args.minutes:g} minutes of mixed load on hone serve ({stamp})", "",
+      f"Machine: {cpu}, {os.cpu_count()} CPUs. Command: `bench/soak.py {' '.join(sys.argv[1:])}`. "
+      f"Models tiny (synthetic Qwen2 shape) and stories260K in 2-minute phases (one, the other, both; "
+      f"--keep-alive 10s, so each switch unloads and reloads), 2 slots, --max-queue 8, "
+      f"{args.clients} client threads.", "",
+      f"**Result: {'pass' if ok else 'FAIL'}**: server {'alive' if alive else 'DIED'}; "
+      f"{total} requests, {lost_n} lost; gauges after the load: "
+      f"{'running 0, waiting 0' if settled else 'did not return to 0'}; "
+      f"RSS {samples[0][1] if samples else float('nan'):.0f} MB at start, {final_rss:.0f} MB at the end, "
+      f"slope over the second half {slope:+.1f} MB/hour ({len(half)} samples).", "",
+      "| kind | ok | lost |", "|---|---|---|"]
+md += [f"| {k} | {a} | {b} |" for k, (a, b) in sorted(counts.items())]
+md += ["", f"Peak gauges: {json.dumps(peak)}", ""]
+if lost:
+    md += ["First lost requests:", ""] + [f"- {x}" for x in lost] + [""]
+rss_points = samples[:: max(1, len(samples) // 12)]
+md += ["RSS over time (MB): " + ", ".join(f"{t / 60:.0f} min {r:.0f}" for t, r, _ in rss_points), ""]
+out = os.path.join(ROOT, "bench/results", f"soak-vm-{stamp}.md")
+os.makedirs(os.path.dirname(out), exist_ok=True)
+with open(out, "w") as f:
+    f.write("\n".join(md))
+print("\n".join(md))
+print(f"written to {out}", file=sys.stderr)
+shutil.rmtree(work, ignore_errors=True)
+sys.exit(0 if ok else 1)
