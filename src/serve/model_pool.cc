@@ -36,7 +36,12 @@ Result<double> ParseDuration(const std::string& text) {
     while (j < text.size() && (std::isdigit(static_cast<unsigned char>(text[j])) || text[j] == '.')) ++j;
     if (j == i)
       return MakeError(ErrorCode::kInvalidArgument, "bad duration '" + text + "' (use e.g. 5m, 30s, -1)");
-    double v = std::stod(text.substr(i, j - i));
+    // strtod, not stod: "." or 400 digits are a bad duration, not an exception.
+    const std::string number = text.substr(i, j - i);
+    char* end = nullptr;
+    const double v = std::strtod(number.c_str(), &end);
+    if (end != number.c_str() + number.size() || !std::isfinite(v))
+      return MakeError(ErrorCode::kInvalidArgument, "bad duration '" + text + "' (use e.g. 5m, 30s, -1)");
     size_t k = j;
     while (k < text.size() && std::isalpha(static_cast<unsigned char>(text[k]))) ++k;
     std::string unit = text.substr(j, k - j);
@@ -51,7 +56,7 @@ Result<double> ParseDuration(const std::string& text) {
     any = true;
     i = k;
   }
-  if (!any) return MakeError(ErrorCode::kInvalidArgument, "bad duration '" + text + "'");
+  if (!any || !std::isfinite(total)) return MakeError(ErrorCode::kInvalidArgument, "bad duration '" + text + "'");
   return neg ? -total : total;
 }
 

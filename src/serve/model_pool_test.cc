@@ -216,6 +216,9 @@ TEST(ModelPoolTest, DurationsParseLikeOllama) {
   EXPECT_DOUBLE_EQ(*ParseDuration("250ms"), 0.25);
   EXPECT_FALSE(ParseDuration("5 minutes").ok());
   EXPECT_FALSE(ParseDuration("").ok());
+  // Found by fuzz_ollama_request: these threw out of std::stod.
+  for (const char* bad : {".", "..s", "-.", "1.2.3m"}) EXPECT_FALSE(ParseDuration(bad).ok()) << bad;
+  EXPECT_FALSE(ParseDuration(std::string(400, '9')).ok());
 }
 
 #ifdef HONE_HAVE_TUNE

@@ -324,6 +324,12 @@ test('bounded parameters: each violation is a 400 that names the field and its l
     const ollama = await post(server.url + '/api/generate', { model: 'stories260K', prompt: 'x', stream: false, options: { num_predict: 2 ** 33 } });
     assert.equal(ollama.status, 400);
     assert.match(ollama.json.error, /num_predict/);
+    // Found by fuzz_ollama_request: a keep_alive of ".m" threw out of the duration parser (a 500).
+    for (const keep_alive of ['.m', '9'.repeat(400)]) {
+      const dot = await post(server.url + '/api/generate', { model: 'stories260K', prompt: 'x', stream: false, keep_alive });
+      assert.equal(dot.status, 400, dot.text);
+      assert.match(dot.json.error, /bad duration/);
+    }
     assert.equal((await fetch(server.url + '/health')).status, 200);
   } finally {
     await server.stop();
