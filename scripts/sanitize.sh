@@ -91,7 +91,7 @@ fi
 if [ "$WHAT" = tsan ] || [ "$WHAT" = all ]; then
   echo "[sanitize] TSan build in build-tsan (scheduler and pool tests)" >&2
   configure build-tsan "-fsanitize=thread"
-  cmake --build build-tsan -j "$JOBS" --target serve_tests hone >"$LOG_DIR/tsan-build.log" 2>&1 ||
+  cmake --build build-tsan -j "$JOBS" --target serve_tests >"$LOG_DIR/tsan-build.log" 2>&1 ||
     { tail -30 "$LOG_DIR/tsan-build.log"; exit 1; }
   set +e
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp" \

@@ -1,6 +1,7 @@
 #include "serve/json_grammar.h"
 
 #include <map>
+#include <utility>
 #include <vector>
 
 namespace hone::serve {
@@ -39,6 +40,7 @@ std::string Literal(const std::string& s) {
 constexpr int kMaxDepth = 64;
 constexpr int kMaxVisits = 20000;
 constexpr size_t kMaxGrammarBytes = 256 << 10;
+constexpr int kMaxCount = 4096;  // minLength, maxLength, minItems, maxItems
 
 class Builder {
  public:
@@ -99,15 +101,37 @@ class Builder {
     if (type == "object") return std::string("object");
     if (type == "array") return Array(schema);
     if (type == "string" && (schema.contains("minLength") || schema.contains("maxLength"))) {
-      const int min = schema.value("minLength", 0);
-      std::string rep = "{" + std::to_string(min) + "," +
-                        (schema.contains("maxLength") ? std::to_string(schema["maxLength"].get<int>()) : "") +
-                        "}";
+      auto r = Range(schema, "minLength", "maxLength");
+      if (!r) return r.error();
+      const auto [min, max] = *r;
+      std::string rep = "{" + std::to_string(min) + "," + (max >= 0 ? std::to_string(max) : "") + "}";
       return "(\"\\\"\" char" + rep + " \"\\\"\" ws)";
     }
     if (type == "string" || type == "number" || type == "integer" || type == "boolean" || type == "null")
       return type;
     return std::string("value");
+  }
+
+  // A length or item count: an integer from 0 to kMaxCount (llama.cpp's
+  // grammar parser expands x{m,n} into n rules), or `absent` when not given.
+  static Result<int> Count(const nlohmann::json& schema, const char* key, int absent) {
+    if (!schema.contains(key)) return absent;
+    const nlohmann::json& v = schema[key];
+    const double d = v.is_number() ? v.get<double>() : -1;
+    if (d < 0 || d > kMaxCount || d != static_cast<double>(static_cast<int>(d)))
+      return MakeError(ErrorCode::kInvalidArgument, std::string("JSON schema: '") + key +
+                                                        "' must be an integer from 0 to " + std::to_string(kMaxCount) +
+                                                        ", not " + v.dump().substr(0, 40));
+    return static_cast<int>(d);
+  }
+  static Result<std::pair<int, int>> Range(const nlohmann::json& schema, const char* min_key, const char* max_key) {
+    auto min = Count(schema, min_key, 0), max = Count(schema, max_key, -1);
+    if (!min) return min.error();
+    if (!max) return max.error();
+    if (*max >= 0 && *min > *max)
+      return MakeError(ErrorCode::kInvalidArgument,
+                       std::string("JSON schema: '") + min_key + "' is larger than '" + max_key + "'");
+    return std::make_pair(*min, *max);
   }
 
   std::string NewRule() { return "r" + std::to_string(next_++); }
@@ -160,8 +184,9 @@ class Builder {
       if (!v) return v.error();
       item = *v;
     }
-    const int min = schema.value("minItems", 0);
-    const int max = schema.value("maxItems", -1);
+    auto r = Range(schema, "minItems", "maxItems");
+    if (!r) return r.error();
+    const auto [min, max] = *r;
     std::string body = "\"[\" ws ";
     if (min > 0) {
       body += item;

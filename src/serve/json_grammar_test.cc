@@ -76,6 +76,13 @@ TEST_F(JsonGrammarTest, WhatCannotBeHonouredIsAClearError) {
             std::string::npos);
   EXPECT_NE(Error(R"({"type":"string","maxLength":"long"})").find("JSON schema"), std::string::npos);
   EXPECT_NE(Error(R"([1,2])").find("must be an object"), std::string::npos);
+  // Found by fuzz_json_schema: a length past int was undefined behaviour (UBSan).
+  EXPECT_NE(Error(R"({"type":"string","maxLength":2555555555555})").find("'maxLength' must be an integer from 0 to 4096"),
+            std::string::npos);
+  EXPECT_NE(Error(R"({"type":"array","minItems":-1})").find("'minItems' must be an integer"), std::string::npos);
+  EXPECT_NE(Error(R"({"type":"array","minItems":1.5})").find("'minItems' must be an integer"), std::string::npos);
+  EXPECT_NE(Error(R"({"type":"string","minLength":5,"maxLength":2})").find("larger than 'maxLength'"),
+            std::string::npos);
 }
 
 std::string NestedObjects(int depth) {
