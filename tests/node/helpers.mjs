@@ -56,6 +56,7 @@ export async function startServer(args = [], env = {}) {
   const exited = new Promise((r) => proc.on('exit', (code, sig) => r(code ?? sig)));
   return {
     url,
+    pid: proc.pid,
     log: () => log,
     signal: (sig) => proc.kill(sig),
     exited,  // resolves to the exit code (or the signal's name)

@@ -105,6 +105,40 @@ test('embedding requests waiting for one model are bounded by --max-queue: 429 w
   }
 });
 
+test('load and unload cycles do not grow the server\'s memory', async () => {
+  // Loads run on whichever HTTP worker asked; glibc kept each model's freed
+  // buffers in that worker's arena, so RSS grew by ~50 MB a cycle here
+  // (bench/soak.py: +590 MB/hour) until the pool trimmed after unloading.
+  const server = await startServer(['--models', modelsDir()]);
+  const rss = () => Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${server.pid}/status`, 'utf8'))[1]) / 1024;
+  // A new connection each time, so each load may land on another worker.
+  const fresh = (path, body) => new Promise((resolve, reject) => {
+    const req = http.request(server.url + path, { method: 'POST', agent: false,
+      headers: { 'Content-Type': 'application/json', Connection: 'close' } }, (res) => {
+      let text = '';
+      res.on('data', (d) => (text += d));
+      res.on('end', () => resolve({ status: res.statusCode, text }));
+    });
+    req.on('error', reject);
+    req.end(JSON.stringify(body));
+  });
+  const cycle = async () => {
+    const r = await fresh('/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 });
+    assert.equal(r.status, 200, r.text);
+    const u = await fresh('/hone/unload', { model: 'tiny' });
+    assert.equal(u.status, 200, u.text);
+  };
+  try {
+    for (let i = 0; i < 2; ++i) await cycle();
+    const before = rss();
+    for (let i = 0; i < 6; ++i) await cycle();
+    const grown = rss() - before;
+    assert.ok(grown < 60, `RSS grew ${grown.toFixed(0)} MB over 6 load/unload cycles`);
+  } finally {
+    await server.stop();
+  }
+});
+
 test('memory admission refuses a model that does not fit, and the server goes on', async () => {
   const server = await startServer(['--models', modelsDir(), '--memory-limit', '12M', '--ctx', '256', '--slots', '1']);
   try {
