@@ -74,10 +74,13 @@ for t in "${TARGETS[@]}"; do
 done
 {
   echo
-  echo "Total executions: $total. The minimized corpora are in \`bench/results/fuzz-corpus/\`; inputs that" \
+  echo "Total executions: $total. Inputs that" \
        "crashed, leaked, timed out or ran out of memory would be in \`$ART/\` (reproduce with" \
        "\`build-asan/tests/fuzz_<target> <file>\`)."
 } >>"$OUT"
 rmdir "$ART" 2>/dev/null || true
+# The corpus travels as one archive (the folder is git-ignored: thousands of files).
+tar -C "$RESULTS" -czf "$RESULTS/fuzz-corpus-$STAMP.tar.gz" fuzz-corpus
+echo "Corpus: \`bench/results/fuzz-corpus-$STAMP.tar.gz\` ($(du -h "$RESULTS/fuzz-corpus-$STAMP.tar.gz" | cut -f1); unpack into bench/results/ to resume)." >>"$OUT"
 cat "$OUT"
 echo "[fuzz] written to $OUT (logs in $LOGS)" >&2

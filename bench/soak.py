@@ -247,6 +247,10 @@ if len(half) >= 3:
     mr = sum(r for _, r in half) / n
     var = sum((t - mt) ** 2 for t, _ in half)
     slope = sum((t - mt) * (r - mr) for t, r in half) / var * 3600 if var else float("nan")
+# Models load and unload all run long, so RSS is a sawtooth: its peaks, half
+# against half, say more than the slope.
+first_peak = max((r for t, r, _ in samples if t < args.minutes * 30), default=float("nan"))
+second_peak = max((r for t, r, _ in samples if t >= args.minutes * 30), default=float("nan"))
 total = sum(a + b for a, b in counts.values())
 lost_n = sum(b for _, b in counts.values())
 peak = {k: max(s[2][k] for s in samples) for k in samples[0][2]} if samples else {}
@@ -263,7 +267,8 @@ md = [f"# Soak: {args.minutes:g} minutes of mixed load on hone serve ({stamp})",
       f"{total} requests, {lost_n} lost; gauges after the load: "
       f"{'running 0, waiting 0' if settled else 'did not return to 0'}; "
       f"RSS {samples[0][1] if samples else float('nan'):.0f} MB at start, {final_rss:.0f} MB at the end, "
-      f"slope over the second half {slope:+.1f} MB/hour ({len(half)} samples).", "",
+      f"slope over the second half {slope:+.1f} MB/hour ({len(half)} samples); "
+      f"peak RSS {first_peak:.0f} MB in the first half, {second_peak:.0f} MB in the second.", "",
       "| kind | ok | lost |", "|---|---|---|"]
 md += [f"| {k} | {a} | {b} |" for k, (a, b) in sorted(counts.items())]
 md += ["", f"Peak gauges: {json.dumps(peak)}", ""]
