@@ -61,9 +61,9 @@ total=0
 } >"$OUT"
 for t in "${TARGETS[@]}"; do
   log=$LOGS/$t.log
-  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{print $2}' || true)
-  speed=$(grep -o 'stat::average_exec_per_sec: [0-9]*' "$log" | awk '{print $2}' || true)
-  rss=$(grep -o 'stat::peak_rss_mb: [0-9]*' "$log" | awk '{print $2}' || true)
+  execs=$(grep -o 'stat::number_of_executed_units:[[:space:]]*[0-9]*' "$log" | awk '{print $2}' || true)
+  speed=$(grep -o 'stat::average_exec_per_sec:[[:space:]]*[0-9]*' "$log" | awk '{print $2}' || true)
+  rss=$(grep -o 'stat::peak_rss_mb:[[:space:]]*[0-9]*' "$log" | awk '{print $2}' || true)
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | awk '{print $2}' || true)
   ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | awk '{print $2}' || true)
   files=$(ls "$RESULTS/fuzz-corpus/$t" 2>/dev/null | wc -l || true)
