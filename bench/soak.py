@@ -21,8 +21,9 @@ hone_kv_cache_usage_perc). When the load stops, running and waiting must
 return to 0 (no slot or sequence leaks). RSS slope: least squares over the
 second half of the run (after warm-up), in MB per hour.
 
-Writes bench/results/soak-<date>.md. Exit status 1 if anything was lost, the
-gauges did not return to 0, or the server died.
+Writes bench/results/soak-vm-<date>.md. Exit status 1 if anything was lost,
+the gauges did not return to 0, the second half's RSS peak passed the first
+half's by more than 25% + 32 MB, or the server died.
 
 Usage: bench/soak.py [--minutes 30] [--clients 6] [--hone build/hone]
 """
@@ -254,7 +255,9 @@ second_peak = max((r for t, r, _ in samples if t >= args.minutes * 30), default=
 total = sum(a + b for a, b in counts.values())
 lost_n = sum(b for _, b in counts.values())
 peak = {k: max(s[2][k] for s in samples) for k in samples[0][2]} if samples else {}
-ok = alive and lost_n == 0 and settled is not None
+# Flat: the second half's peak within 25% (plus 32 MB of noise) of the first's.
+rss_flat = not (second_peak > first_peak * 1.25 + 32)
+ok = alive and lost_n == 0 and settled is not None and rss_flat
 
 cpu = platform.processor() or open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].split("\n")[0].strip()
 stamp = datetime.datetime.utcnow().strftime("%Y%m%d-%H%M")
@@ -268,7 +271,8 @@ md = [f"# Soak: {args.minutes:g} minutes of mixed load on hone serve ({stamp})",
       f"{'running 0, waiting 0' if settled else 'did not return to 0'}; "
       f"RSS {samples[0][1] if samples else float('nan'):.0f} MB at start, {final_rss:.0f} MB at the end, "
       f"slope over the second half {slope:+.1f} MB/hour ({len(half)} samples); "
-      f"peak RSS {first_peak:.0f} MB in the first half, {second_peak:.0f} MB in the second.", "",
+      f"peak RSS {first_peak:.0f} MB in the first half, {second_peak:.0f} MB in the second "
+      f"({'flat' if rss_flat else 'GROWING'}).", "",
       "| kind | ok | lost |", "|---|---|---|"]
 md += [f"| {k} | {a} | {b} |" for k, (a, b) in sorted(counts.items())]
 md += ["", f"Peak gauges: {json.dumps(peak)}", ""]
