@@ -1,7 +1,6 @@
 # hone serve's HTTP edge: message validation, the driver over a fake backend,
 # the disconnect check. The end-to-end client tests are in serve.cmake.
 hone_test(api_tests
-  ${SRC}/api/peer_watch_test.cc
   ${SRC}/api/messages_test.cc
   ${SRC}/api/driver_test.cc
   ${SRC}/api/origin_check_test.cc

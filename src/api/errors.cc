@@ -48,6 +48,14 @@ HttpError ToHttpError(const Error& e, ApiFlavor flavor) {
       h.status = 403, h.type = "invalid_request_error", h.code = "forbidden";
       break;
   }
+  // An upstream refused the request itself: its client sees the same status
+  // (a too-large body stays 413, a schema error 422), as from the upstream.
+  if ((e.code == ErrorCode::kInvalidArgument || e.code == ErrorCode::kNotFound) && e.upstream_status >= 400 &&
+      e.upstream_status < 500) {
+    h.status = e.upstream_status;
+    if (h.status == 413) h.code = "request_too_large";
+    if (h.status != 404 && h.code == "model_not_found") h.code.clear();
+  }
   return h;
 }
 

@@ -16,7 +16,6 @@
 #include "api/ollama_local.h"
 #include "api/openai_codec.h"
 #include "api/origin_check.h"
-#include "api/peer_watch.h"
 #include "api/responses_codec.h"
 #include "route/keyring.h"
 
@@ -129,15 +128,22 @@ void CloseAfterwards(httplib::Response& res) {
   });
 }
 
-// Once gone, a client stays gone (PeerHasClosed shares one recent snapshot of
-// the kernel's table among all requests).
-std::function<bool()> ClientWatch(int local_port, int remote_port) {
-  auto gone = std::make_shared<bool>(false);
-  return [gone, local_port, remote_port] {
-    if (!*gone) *gone = PeerHasClosed(local_port, remote_port);
-    return *gone;
-  };
-}
+// Has the client gone away? httplib's check peeks at the socket (a FIN or
+// RST shows), two syscalls; once gone, a client stays gone. The scheduler or
+// a router thread may ask after the answer is written, when the socket may
+// already be closed and its number reused: by then the answer is "gone".
+// GUARDED_BY: atomics, read from the HTTP worker and the backend's threads.
+struct ClientWatch {
+  explicit ClientWatch(std::function<bool()> closed) : is_closed(std::move(closed)) {}
+  bool Gone() {
+    if (over.load() || gone.load()) return true;
+    if (is_closed()) gone.store(true);
+    return gone.load();
+  }
+  const std::function<bool()> is_closed;  // httplib's, bound to the socket
+  std::atomic<bool> gone{false};
+  std::atomic<bool> over{false};  // the handler and its stream are done
+};
 
 // Each task is one connection's whole life on a worker (its requests, their
 // streams, its keep-alive waits): counting running tasks counts the
@@ -426,7 +432,6 @@ void HttpServer::Routes() {
   });
 
   using Fn = std::function<HttpResponse(const HttpRequest&)>;
-  // cpp-httplib 0.11 leaves Request::local_port unset: use the bound port.
   auto route = [this](Fn fn) {
     return [this, fn](const httplib::Request& req, httplib::Response& res) {
       HttpRequest r;
@@ -440,15 +445,19 @@ void HttpServer::Routes() {
       r.no_cache = cache_control.find("no-cache") != std::string::npos ||
                    cache_control.find("no-store") != std::string::npos ||
                    req.get_header_value("X-Hone-Cache") == "bypass";
-      r.client_gone = ClientWatch(port_.load(), req.remote_port);
+      auto watch = std::make_shared<ClientWatch>(req.is_connection_closed);
+      r.client_gone = [watch] { return watch->Gone(); };
       r.server_stopping = [this] { return cut_off_.load(); };
       // In flight until the answer is written: a stream, until its writer ends.
       auto counted = std::make_shared<InFlight>(&in_flight_);
       HttpResponse out = fn(r);
       if (out.stream) {
-        out.stream = [counted, stream = std::move(out.stream)](const ChunkWriter& w, RequestLog* log) {
+        out.stream = [counted, watch, stream = std::move(out.stream)](const ChunkWriter& w, RequestLog* log) {
           stream(w, log);
+          watch->over.store(true);
         };
+      } else {
+        watch->over.store(true);
       }
       Apply(std::move(out), res);
     };

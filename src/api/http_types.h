@@ -22,7 +22,8 @@ struct HttpRequest {
   // False for a client key on a server with admin keys: its keep_alive may
   // not pin a model (< 0) or unload it (0); those are the admin's.
   bool may_pin = true;
-  // True once the client has disconnected (see peer_watch.h); never null.
+  // True once the client has disconnected (its socket shows a FIN or RST),
+  // and once the answer is written; never null.
   std::function<bool()> client_gone = [] { return false; };
   // True once the server's drain deadline has passed: what still runs ends
   // now, with an explicit error (HttpServer::Drain); never null.

@@ -427,7 +427,8 @@ Result<std::unique_ptr<serve::Completion>> RemoteBackend::StartAttempt(const ser
         e.code = ErrorCode::kUnavailable;
         break;
       case Outcome::kClient:
-        e.code = ErrorCode::kInvalidArgument;
+        e.code = status == 404 ? ErrorCode::kNotFound : ErrorCode::kInvalidArgument;
+        e.upstream_status = status;
         break;
       default:
         e.retry_after_s = retry_after;

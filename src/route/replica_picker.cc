@@ -56,6 +56,31 @@ bool ReplicaPicker::Reachable(const std::string& upstream) const {
   return it != replicas_.end() && it->second.reachable;
 }
 
+ReplicaPicker::Pending::Pending(ReplicaPicker* picker, std::string label, double tokens)
+    : picker_(picker), label_(std::move(label)), tokens_(tokens) {
+  std::lock_guard<std::mutex> lock(picker_->mu_);
+  picker_->pending_[label_] += tokens_;
+}
+
+void ReplicaPicker::Pending::Release() {
+  std::lock_guard<std::mutex> lock(picker_->mu_);
+  if (tokens_ == 0) return;
+  double& left = picker_->pending_[label_];
+  left = std::max(0.0, left - tokens_);
+  tokens_ = 0;
+}
+
+std::unique_ptr<ReplicaPicker::Pending> ReplicaPicker::AddPending(const std::string& label, const PromptBlocks& p) {
+  const double matched = std::min<double>(index_.Match(label, p) * kPrefixBlockBytes, p.bytes);
+  return std::make_unique<Pending>(this, label, (p.bytes - matched) / kBytesPerToken);
+}
+
+double ReplicaPicker::PendingTokens(const std::string& label) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pending_.find(label);
+  return it == pending_.end() ? 0 : it->second;
+}
+
 ReplicaPicker::Estimate ReplicaPicker::Predict(const Candidate& c, const PromptBlocks& p) const {
   Estimate e;
   e.matched_blocks = index_.Match(c.label, p);
@@ -65,6 +90,7 @@ ReplicaPicker::Estimate ReplicaPicker::Predict(const Candidate& c, const PromptB
   }
   ReplicaModelLoad load;
   double service = kDefaultServiceS;
+  double pending = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto r = replicas_.find(c.upstream);
@@ -75,6 +101,7 @@ ReplicaPicker::Estimate ReplicaPicker::Predict(const Candidate& c, const PromptB
     if (auto m = r->second.models.find(c.model); m != r->second.models.end()) load = m->second;
     if (auto s = r->second.service_s.find(c.model); s != r->second.service_s.end() && s->second > 0)
       service = s->second;
+    if (auto it = pending_.find(c.label); it != pending_.end()) pending = it->second;
   }
   // Not loaded there (never, or unloaded since): it loads the model first.
   const double cold = load.slots > 0 ? 0 : load.load_count > 0 ? load.load_sum_s / load.load_count : kDefaultLoadS;
@@ -86,7 +113,7 @@ ReplicaPicker::Estimate ReplicaPicker::Predict(const Candidate& c, const PromptB
   const double wait = std::max(load.slot_wait_s, queued);
   const double tps = load.prefill_tps > 0 ? load.prefill_tps : kDefaultPrefillTps;
   const double matched = std::min<double>(e.matched_blocks * kPrefixBlockBytes, p.bytes);
-  e.ttft_s = cold + wait + (p.bytes - matched) / kBytesPerToken / tps;
+  e.ttft_s = cold + wait + (pending + (p.bytes - matched) / kBytesPerToken) / tps;
   return e;
 }
 

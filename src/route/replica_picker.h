@@ -3,13 +3,16 @@
 // hone replica that is its wait for a slot (its own forecast, published on
 // its /metrics, or the queue this router sees it holding, whichever is
 // longer) plus the prefill of the part of the prompt it has not seen
-// (PrefixIndex) at its measured prefill rate. For the local engine it is the
+// (PrefixIndex) at its measured prefill rate, after the unseen prefill of
+// the requests this router sent there that have no first token yet: with
+// few threads, slots that prefill share them, so those tokens go first. For the local engine it is the
 // scheduler's own forecast. The router keeps the fallback order: the rest
 // of the targets by the same estimate.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -48,6 +51,25 @@ class ReplicaPicker {
   // The request went to `label`: its prefix is now likely cached there.
   void Record(const std::string& label, const PromptBlocks& p) { index_.Record(label, p); }
 
+  // Prompt tokens sent to a target and not yet prefilled there, held until
+  // the request's first token (or its end): Release, or drop the handle.
+  class Pending {
+   public:
+    Pending(ReplicaPicker* picker, std::string label, double tokens);
+    ~Pending() { Release(); }
+    Pending(const Pending&) = delete;
+    Pending& operator=(const Pending&) = delete;
+    void Release();
+
+   private:
+    ReplicaPicker* picker_;
+    const std::string label_;
+    double tokens_;  // 0 once released
+  };
+  // The tokens of `p` that `label` has not seen, now pending there.
+  std::unique_ptr<Pending> AddPending(const std::string& label, const PromptBlocks& p);
+  double PendingTokens(const std::string& label) const;
+
   nlohmann::json Json() const;  // each replica's last scrape, for /hone/routes
   bool Reachable(const std::string& upstream) const;
 
@@ -61,6 +83,7 @@ class ReplicaPicker {
   PrefixIndex index_;
   mutable std::mutex mu_;
   std::map<std::string, Replica> replicas_;  // GUARDED_BY(mu_)
+  std::map<std::string, double> pending_;    // GUARDED_BY(mu_): prompt tokens per label
 };
 
 }  // namespace hone::route

@@ -175,5 +175,31 @@ TEST(ReplicaPicker, AReplicaWithoutTheModelCountsItsLoadTime) {
   EXPECT_EQ(p.Order(cs, a, 0).front(), 1u);  // r2 has it loaded
 }
 
+TEST(ReplicaPicker, PrefillsInFlightThereCountUntilTheirFirstToken) {
+  ReplicaPicker p;
+  for (const char* r : {"r1", "r2", "r3"}) p.Update(r, true, Idle(4));  // 4 free slots, 100 tok/s
+  auto cs = Three();
+  const PromptBlocks a = PrefixBlocks(Chat(kSystemA, "q")), b = PrefixBlocks(Chat(kSystemB, "q"));
+  p.Record("r1:m", a);
+  EXPECT_EQ(p.Order(cs, a, 0).front(), 0u);  // cached at r1, and r1 is idle
+  // Three cold prompts went to r1 and have no first token yet: its slots are
+  // free, but they share one thread, so a's short unseen tail waits behind them.
+  std::vector<std::unique_ptr<ReplicaPicker::Pending>> held;
+  for (int i = 0; i < 3; ++i) held.push_back(p.AddPending("r1:m", b));
+  EXPECT_NEAR(p.PendingTokens("r1:m"), 3 * (b.bytes / 4.0), 1e-9);
+  EXPECT_NEAR(p.Predict(cs[0], a).ttft_s - p.Predict(cs[1], a).ttft_s,
+              3 * (b.bytes / 4.0) / 100 - 7 * 256 / 4.0 / 100, 0.01);
+  EXPECT_NE(p.Order(cs, a, 0).front(), 0u);
+  // Their first tokens came (or they ended): r1 is the place for a again.
+  held[0]->Release();
+  held[0]->Release();  // once only
+  held.clear();
+  EXPECT_EQ(p.PendingTokens("r1:m"), 0);
+  EXPECT_EQ(p.Order(cs, a, 0).front(), 0u);
+  // Only what a target has not seen is pending there.
+  auto tail = p.AddPending("r1:m", a);
+  EXPECT_NEAR(p.PendingTokens("r1:m"), (a.bytes - 7 * 256) / 4.0, 1e-9);
+}
+
 }  // namespace
 }  // namespace hone::route

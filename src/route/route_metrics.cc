@@ -14,7 +14,8 @@ std::vector<double> Bounds(const std::string& name) {
 }
 
 const char* Help(const std::string& name) {
-  if (name == series::kRequests) return "Routed requests by route, target and outcome";
+  if (name == series::kRequests) return "Routed requests (one each) by route, the target that served them and outcome";
+  if (name == series::kAttempts) return "Attempts at a target that failed, by route, target and cause";
   if (name == series::kRetries) return "Retries of an upstream attempt, by reason";
   if (name == series::kOverflow) return "Requests sent past the local engine, by reason";
   if (name == series::kRecoveries) return "Broken streams continued on another target";

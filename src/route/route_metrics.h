@@ -15,6 +15,7 @@ namespace hone::route {
 
 namespace series {
 inline constexpr const char* kRequests = "hone_route_requests_total";                // route, target, outcome
+inline constexpr const char* kAttempts = "hone_route_attempts_total";                // route, target, outcome
 inline constexpr const char* kRetries = "hone_route_retries_total";                  // route, target, reason
 inline constexpr const char* kOverflow = "hone_route_overflow_total";                // route, reason
 inline constexpr const char* kRecoveries = "hone_route_midstream_recoveries_total";  // route, from, to

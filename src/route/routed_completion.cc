@@ -49,6 +49,7 @@ serve::CompletionEvent RoutedCompletion::Next(Clock::time_point deadline) {
     if (e.kind == Kind::kText) {
       if (!first_text_seen_) {
         first_text_seen_ = true;
+        if (pending_) pending_->Release();
         const double ttft = std::chrono::duration<double>(Clock::now() - start_).count();
         ttft_s_ = ttft;
         router_->metrics().Observe(series::kTtft, labels(), ttft);

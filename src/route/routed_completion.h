@@ -35,6 +35,9 @@ class RoutedCompletion final : public serve::Completion {
   // failed, and the index of the target that served it. The canary's numbers.
   using OnEnd = AnswerEnd;
   void SetOnEnd(OnEnd f) { on_end_ = std::move(f); }
+  // The affinity policy's count of this prompt's tokens not yet prefilled at
+  // its target: given back at the first token or when the answer ends.
+  void SetPending(std::unique_ptr<ReplicaPicker::Pending> p) { pending_ = std::move(p); }
   serve::CompletionEvent Next(serve::Clock::time_point deadline) override;
   void Cancel() override;
   size_t choices() const override { return inner_->choices(); }
@@ -63,6 +66,7 @@ class RoutedCompletion final : public serve::Completion {
   bool first_text_seen_ = false;
   std::atomic<bool> cancelled_{false};
   OnEnd on_end_;
+  std::unique_ptr<ReplicaPicker::Pending> pending_;
   bool end_reported_ = false;
   bool any_error_ = false;
   std::optional<double> ttft_s_;

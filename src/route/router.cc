@@ -108,7 +108,8 @@ bool Router::CanContinue(const Target& t) const {
   return up && up->config().continuation;
 }
 
-std::vector<size_t> Router::Order(const RouteConfig& r, const serve::GenerationRequest& req, PromptBlocks* blocks) {
+std::vector<size_t> Router::Order(const RouteConfig& r, const serve::GenerationRequest& req, PromptBlocks* blocks,
+                                  std::unique_ptr<ReplicaPicker::Pending>* pending) {
   std::vector<size_t> order(r.targets.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   if (r.policy == Policy::kWeighted) {
@@ -140,7 +141,10 @@ std::vector<size_t> Router::Order(const RouteConfig& r, const serve::GenerationR
     order = picker_.Order(cs, *blocks, rotation_.fetch_add(1));
     // Recorded at once, not when the target answers: a burst of one tenant's
     // requests must find where the first of them went.
-    if (!order.empty()) picker_.Record(cs[order.front()].label, *blocks);
+    if (!order.empty()) {
+      *pending = picker_.AddPending(cs[order.front()].label, *blocks);
+      picker_.Record(cs[order.front()].label, *blocks);
+    }
   }
   return order;
 }
@@ -177,7 +181,7 @@ Result<Router::TargetTry> Router::TryTarget(const RouteConfig& route, const Targ
     auto hold = spend_->Reserve(route.name, t.upstream, t.model, in.tenant, price, prompt_bound, max_tokens);
     if (!hold) {
       if (budget_refused && hold.error().code == ErrorCode::kRateLimited) *budget_refused = true;
-      metrics_.Add(series::kRequests, Labels({{"route", route.name}, {"target", target}, {"outcome", "budget"}}));
+      metrics_.Add(series::kAttempts, Labels({{"route", route.name}, {"target", target}, {"outcome", "budget"}}));
       return hold.error();
     }
     out.hold = std::move(*hold);
@@ -194,7 +198,7 @@ Result<Router::TargetTry> Router::TryTarget(const RouteConfig& route, const Targ
     if (!c) {
       release();
       metrics_.Add(
-          series::kRequests,
+          series::kAttempts,
           Labels({{"route", route.name}, {"target", target}, {"outcome", CodeLabel(c.error().code)}}));
       return c.error();
     }
@@ -211,7 +215,7 @@ Result<Router::TargetTry> Router::TryTarget(const RouteConfig& route, const Targ
     if (!up->breaker().Allow()) {
       Error e = MakeError(ErrorCode::kUnavailable, "upstream '" + t.upstream + "': circuit breaker open");
       e.retry_after_s = static_cast<int>(std::ceil(std::max(1.0, up->breaker().RetryAfter())));
-      metrics_.Add(series::kRequests,
+      metrics_.Add(series::kAttempts,
                    Labels({{"route", route.name}, {"target", target}, {"outcome", "breaker_open"}}));
       release();
       return e;
@@ -229,7 +233,7 @@ Result<Router::TargetTry> Router::TryTarget(const RouteConfig& route, const Targ
     }
     last = c.error();
     if (last.code == ErrorCode::kAborted) break;  // the client left: nothing to retry for
-    metrics_.Add(series::kRequests,
+    metrics_.Add(series::kAttempts,
                  Labels({{"route", route.name}, {"target", target}, {"outcome", OutcomeName(info.outcome)}}));
     if (Stoppable(last)) break;
     if (c.error().code == ErrorCode::kBusy && info.outcome == Outcome::kOk) break;  // at max_concurrent
@@ -383,7 +387,8 @@ Result<std::unique_ptr<serve::Completion>> Router::StartRoute(RouteState* st, co
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::duration_cast<Clock::duration>(Dur(route.retry.deadline_s));
   PromptBlocks blocks;
-  std::vector<size_t> order = Order(route, r, &blocks);
+  std::unique_ptr<ReplicaPicker::Pending> pending;
+  std::vector<size_t> order = Order(route, r, &blocks, &pending);
   std::vector<size_t> deferred;  // local targets skipped for overflow: the last resort
   std::string overflow;
   std::vector<std::string> failures;
@@ -403,10 +408,13 @@ Result<std::unique_ptr<serve::Completion>> Router::StartRoute(RouteState* st, co
     for (size_t j : order)
       if (j != i) rest.push_back(j);
     // Order() recorded the first pick; a fallback that took it is recorded too.
-    if (route.policy == Policy::kAffinity && !order.empty() && i != order.front())
+    if (route.policy == Policy::kAffinity && !order.empty() && i != order.front()) {
+      pending = picker_.AddPending(route.targets[i].Label(), blocks);
       picker_.Record(route.targets[i].Label(), blocks);
+    }
     auto rc = std::make_unique<RoutedCompletion>(this, &route, r, i, std::move(rest), std::move(tt), start, note);
     if (on_end) rc->SetOnEnd(on_end);
+    if (pending) rc->SetPending(std::move(pending));
     return rc;
   };
   for (size_t pos = 0; pos < order.size(); ++pos) {
@@ -437,7 +445,10 @@ Result<std::unique_ptr<serve::Completion>> Router::StartRoute(RouteState* st, co
     if (admitting) admitting.unlock();  // queued (or refused): the next forecast sees it
     if (tt) return finish(i, std::move(*tt));
     const Error& e = tt.error();
-    if (Stoppable(e) || e.code == ErrorCode::kAborted) return e;
+    if (Stoppable(e) || e.code == ErrorCode::kAborted) {
+      metrics_.Add(series::kRequests, Labels({{"route", route.name}, {"target", t.Label()}, {"outcome", CodeLabel(e.code)}}));
+      return e;
+    }
     if (budget_refused && route.on_budget == RouteConfig::OnBudget::kRefuse) {
       metrics_.Add(series::kRequests, Labels({{"route", route.name}, {"target", "none"}, {"outcome", "budget"}}));
       return e;  // 429 naming the budget

@@ -133,7 +133,9 @@ class Router final : public serve::Backend {
   RemoteBackend* Upstream(const std::string& name) const;
   // Targets in the policy's order; for affinity, `blocks` gets the prompt's
   // prefix blocks (recorded at the target that takes the request).
-  std::vector<size_t> Order(const RouteConfig& r, const serve::GenerationRequest& req, PromptBlocks* blocks);
+  // and `pending` the first pick's unseen prompt tokens (ReplicaPicker::Pending).
+  std::vector<size_t> Order(const RouteConfig& r, const serve::GenerationRequest& req, PromptBlocks* blocks,
+                            std::unique_ptr<ReplicaPicker::Pending>* pending);
   serve::GenerationRequest ForTarget(const serve::GenerationRequest& r, const Target& t) const;
   void HealthLoop();
   std::atomic<int> shadows_in_flight_{0};  // detached shadow readers; the destructor waits for them

@@ -34,6 +34,11 @@ struct Error {
   // > 0: seconds after which a retry may succeed (kBusy, kUnavailable,
   // kRateLimited); 0: no advice. An HTTP edge turns it into Retry-After.
   int retry_after_s = 0;
+  // A backend behind this one refused the request itself (a 4xx other than
+  // 401, 403 and 429): the status it answered, which a gateway passes on as
+  // it is (404, 413, 422...). 0: none. A fact about the upstream, not an
+  // HTTP mapping of this error: kInvalidArgument or kNotFound say what it means.
+  int upstream_status = 0;
 
   std::string ToString() const { return std::string(ErrorCodeName(code)) + ": " + message; }
 };

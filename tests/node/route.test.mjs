@@ -362,8 +362,17 @@ test('500 and 502 are retried on the same target, then it answers', { timeout: 3
   assert.match(line, /failover/);
   assert.match(line, /cloud:cloud-m/);
   assert.match(line, /attempts\D{0,3}3/);
-  const retries = metricSum(await metricsText(), 'hone_route_retries_total') - metricSum(m0, 'hone_route_retries_total');
+  const m1 = await metricsText();
+  const retries = metricSum(m1, 'hone_route_retries_total') - metricSum(m0, 'hone_route_retries_total');
   assert.ok(retries >= 2, `hone_route_retries_total grew by ${retries}`);
+  // One request, whatever its attempts: the two failed ones are attempts.
+  const grew = (name, pred) => metricLines(m1, name).filter(pred).reduce((a, l) => a + l.value, 0) -
+    metricLines(m0, name).filter(pred).reduce((a, l) => a + l.value, 0);
+  const ofRoute = (l) => l.labels.route === 'failover';
+  assert.equal(grew('hone_route_requests_total', ofRoute), 1, 'hone_route_requests_total counts the request once');
+  assert.equal(grew('hone_route_requests_total', (l) => ofRoute(l) && l.labels.outcome === 'ok'), 1);
+  assert.equal(grew('hone_route_attempts_total', (l) => ofRoute(l) && l.labels.outcome === 'server_error'), 2,
+    'hone_route_attempts_total counts the two failed attempts');
 });
 
 test('503 and 504 on every attempt: the next target (local) answers', { timeout: 30000 }, async () => {
@@ -377,11 +386,12 @@ test('503 and 504 on every attempt: the next target (local) answers', { timeout:
   assert.deepEqual(log.map((e) => e.status), [503, 504, 500], 'max_attempts = 3 on the upstream, then local');
 });
 
-test('400 and 422 are not retried, and the next target is not tried', { timeout: 30000 }, async () => {
-  for (const status of [400, 422]) {
+test('400, 404, 413 and 422 are not retried, the next target is not tried, and the client gets that status', { timeout: 30000 }, async () => {
+  for (const status of [400, 404, 413, 422]) {
     await fresh({ queue: [{ status }] });
     await assert.rejects(chat('failover'), (e) => {
-      assert.ok(e.status >= 400 && e.status < 500, `a 4xx for the client, got ${e.status}: ${e.message}`);
+      assert.equal(e.status, status, `the upstream's ${status} reaches the client: ${e.message}`);
+      assert.match(e.message, new RegExp(`answered HTTP ${status}`));
       return true;
     });
     const log = await chatPosts();
