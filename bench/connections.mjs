@@ -69,8 +69,10 @@ function freePort() {
 
 async function start(kind) {
   const port = await freePort();
+  const probePort = await freePort();  // hone's --probe-port: /health on its own workers
   const args = kind === 'hone'
-    ? ['serve', '-m', MODEL, '--port', String(port), '--slots', SLOTS, '--threads', THREADS, '--quiet', 'true']
+    ? ['serve', '-m', MODEL, '--port', String(port), '--slots', SLOTS, '--threads', THREADS, '--quiet', 'true',
+       '--probe-port', String(probePort)]
     : ['-m', MODEL, '--port', String(port), '-np', SLOTS, '-c', String(4096 * Number(SLOTS)), '-t', THREADS];
   const proc = spawn(kind === 'hone' ? HONE : LLAMA_SERVER, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   children.add(proc);
@@ -83,7 +85,8 @@ async function start(kind) {
     if (s.status === 200) break;
     await sleep(100);
   }
-  return { kind, url, proc, stop: () => new Promise((r) => { proc.on('exit', r); proc.kill('SIGKILL'); children.delete(proc); }) };
+  const probeUrl = kind === 'hone' ? `http://127.0.0.1:${probePort}` : null;
+  return { kind, url, probeUrl, proc, stop: () => new Promise((r) => { proc.on('exit', r); proc.kill('SIGKILL'); children.delete(proc); }) };
 }
 
 function health(url, timeout) {
@@ -144,17 +147,19 @@ async function runOne(kind) {
   const s = await start(kind);
   try {
     await client(s.url, -1);  // the model is loaded and warm
-    const samples = [];
+    const samples = [], probeSamples = [];
     let sampling = true;
-    const sampler = (async () => {
+    const sample = async (url, into) => {
       while (sampling) {
-        samples.push(await health(s.url, 2000));
+        into.push(await health(url, 2000));
         await sleep(50);
       }
-    })();
+    };
+    const samplers = [sample(s.url, samples)];
+    if (s.probeUrl) samplers.push(sample(s.probeUrl, probeSamples));
     const results = await clients(s.url);
     sampling = false;
-    await sampler;
+    await Promise.all(samplers);
     const clean = (r) => r.headMs <= 1000 && !r.broken &&
       (r.status === 200 || ((r.status === 429 || r.status === 503) && r.retry !== undefined));
     const statuses = {};
@@ -165,6 +170,11 @@ async function runOne(kind) {
       headP50: pct(results.map((r) => r.headMs), 0.5), headP99: pct(results.map((r) => r.headMs), 0.99),
       healthP50: pct(hms, 0.5), healthP99: pct(hms, 0.99), healthMax: Math.max(...hms),
       healthOk: samples.filter((h) => h.status === 200 && h.ms < 100).length / samples.length,
+      probe: probeSamples.length ? {
+        p50: pct(probeSamples.map((h) => h.ms), 0.5), p99: pct(probeSamples.map((h) => h.ms), 0.99),
+        max: Math.max(...probeSamples.map((h) => h.ms)),
+        ok: probeSamples.filter((h) => h.status === 200 && h.ms < 100).length / probeSamples.length,
+      } : null,
     };
   } finally {
     await s.stop();
@@ -189,16 +199,20 @@ let md = `# ${CLIENTS} streaming clients at once: hone serve vs llama-server\n\n
 md += `Machine: ${cpu}, ${os.cpus().length} logical CPUs; model ${path.basename(MODEL)}; ${SLOTS} slots, ` +
       `${THREADS} threads, max_tokens ${MAX_TOKENS}, client timeout ${CLIENT_TIMEOUT_S} s; ${REPS} repetitions, order alternating; ${new Date().toISOString()}.\n` +
       `Command: \`node bench/connections.mjs ${process.argv.slice(2).join(' ')}\`\n\n`;
-md += '| rep | server | answered in 1 s | statuses | status line p50 / p99 ms | /health p50 / p99 / max ms | /health < 100 ms |\n|---|---|---|---|---|---|---|\n';
+md += '/health is sampled every 50 ms on a fresh connection, on the API port and (hone) on its `--probe-port`, which has workers of its own.\n\n';
+md += '| rep | server | answered in 1 s | statuses | status line p50 / p99 ms | /health p50 / p99 / max ms | /health < 100 ms | probe port /health p50 / p99 / max ms | probe port < 100 ms |\n|---|---|---|---|---|---|---|---|---|\n';
 for (const r of rows) {
   md += `| ${r.rep} | ${r.kind} | ${f(100 * r.answered1s)}% | ${Object.entries(r.statuses).map(([k, v]) => `${k}: ${v}`).join(', ')} | ` +
-        `${f(r.headP50, 0)} / ${f(r.headP99, 0)} | ${f(r.healthP50)} / ${f(r.healthP99)} / ${f(r.healthMax, 0)} | ${f(100 * r.healthOk)}% |\n`;
+        `${f(r.headP50, 0)} / ${f(r.headP99, 0)} | ${f(r.healthP50)} / ${f(r.healthP99)} / ${f(r.healthMax, 0)} | ${f(100 * r.healthOk)}% | ` +
+        (r.probe ? `${f(r.probe.p50)} / ${f(r.probe.p99)} / ${f(r.probe.max, 0)} | ${f(100 * r.probe.ok)}% |\n` : 'n/a | n/a |\n');
 }
-md += '\n| server | answered in 1 s (mean ± 95% CI) | status line p99 ms | /health max ms |\n|---|---|---|---|\n';
+md += '\n| server | answered in 1 s (mean ± 95% CI) | status line p99 ms | /health max ms | probe port /health max ms |\n|---|---|---|---|---|\n';
 for (const kind of ['hone', 'llama-server']) {
   const mine = rows.filter((r) => r.kind === kind);
   const a = meanCi(mine.map((r) => 100 * r.answered1s)), p = meanCi(mine.map((r) => r.headP99)), h = meanCi(mine.map((r) => r.healthMax));
-  md += `| ${kind} | ${f(a.mean)}% ± ${f(a.ci95)} | ${f(p.mean, 0)} ± ${f(p.ci95, 0)} | ${f(h.mean, 0)} ± ${f(h.ci95, 0)} |\n`;
+  const pm = mine.every((r) => r.probe) ? meanCi(mine.map((r) => r.probe.max)) : null;
+  md += `| ${kind} | ${f(a.mean)}% ± ${f(a.ci95)} | ${f(p.mean, 0)} ± ${f(p.ci95, 0)} | ${f(h.mean, 0)} ± ${f(h.ci95, 0)} | ` +
+        (pm ? `${f(pm.mean, 0)} ± ${f(pm.ci95, 0)} |\n` : 'n/a |\n');
 }
 const out = path.join(root, 'bench/results', `connections-vm-${new Date().toISOString().slice(0, 16).replace(/[-:]/g, '').replace('T', '-')}.md`);
 fs.mkdirSync(path.dirname(out), { recursive: true });

@@ -13,7 +13,13 @@
 // Reports TTFT p50/p99 against the SLO, how busy the local engine stayed, the
 // share of requests and tokens the cloud served, and lost requests.
 //
+// --think-min/--think-max S: each client waits a seeded uniform time in that
+// range before each request (the same sequence in every setup): a service
+// whose clients read their answers, so the load has peaks and troughs rather
+// than being one long peak. Default 0: back to back.
+//
 // Usage: node bench/overflow.mjs [--model M.gguf] [--clients 16] [--requests 4] [--slo 1.5]
+//          [--think-min 0] [--think-max 0]
 import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -28,6 +34,12 @@ const PER_CLIENT = Number(arg('requests', 4));
 const SLO = Number(arg('slo', 1.5));
 const SLOTS = Number(arg('slots', 4));
 const MAX_QUEUE = Number(arg('max-queue', 8));
+const THINK_MIN = Number(arg('think-min', 0)), THINK_MAX = Number(arg('think-max', 0));
+const THINK = (() => {
+  let x = 7;
+  const rand = () => ((x = (x * 1103515245 + 12345) % 2147483648) / 2147483648);
+  return Array.from({ length: CLIENTS }, () => Array.from({ length: PER_CLIENT }, () => THINK_MIN + rand() * (THINK_MAX - THINK_MIN)));
+})();
 let MODEL = arg('model', '');
 if (!MODEL) {
   const dir = path.join(root, 'models');
@@ -80,6 +92,7 @@ async function runSetup(name, toml, up) {
   const t0 = performance.now();
   await Promise.all(Array.from({ length: CLIENTS }, async (_, c) => {
     for (let k = 0; k < PER_CLIENT; ++k) {
+      if (THINK[c][k] > 0) await new Promise((r) => setTimeout(r, THINK[c][k] * 1000));
       const s = performance.now();
       try {
         const res = await fetch(url + '/v1/chat/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' },
@@ -159,13 +172,15 @@ const host = os.hostname().split('.')[0];
 const stamp = new Date().toISOString().replace(/[-:]/g, '').slice(0, 13).replace('T', '-');
 const out = { benchmark: 'overflow: local only vs spill on errors vs hone local_first', date: new Date().toISOString(),
   machine: { cpu: os.cpus()[0]?.model, cores: os.cpus().length }, model: path.relative(root, MODEL), clients: CLIENTS,
-  requests_per_client: PER_CLIENT, slo_s: SLO, slots: SLOTS, max_queue: MAX_QUEUE, cloud: 'TTFT 300 ms, 60 tok/s (timers)', results };
+  requests_per_client: PER_CLIENT, think_s: [THINK_MIN, THINK_MAX], slo_s: SLO, slots: SLOTS, max_queue: MAX_QUEUE, cloud: 'TTFT 300 ms, 60 tok/s (timers)', results };
 const base = path.join(root, 'bench/results', `overflow-${host}-${stamp}`);
 fs.writeFileSync(base + '.json', JSON.stringify(out, null, 2));
 const md = [`# ${out.benchmark}`, '', `- date: ${out.date}`, `- machine: ${out.machine.cpu}, ${out.machine.cores} CPUs`,
   `- local model \`${out.model}\`, ${SLOTS} slots, max queue ${MAX_QUEUE}; simulated cloud: ${out.cloud}`,
-  `- ${CLIENTS} streaming clients x ${PER_CLIENT} requests: ~300-token shared system prompt, ~30-token user turn, 128 tokens; TTFT SLO ${SLO} s`,
-  `- command: \`node bench/overflow.mjs --clients ${CLIENTS} --requests ${PER_CLIENT} --slo ${SLO}\``, '',
+  `- ${CLIENTS} streaming clients x ${PER_CLIENT} requests: ~300-token shared system prompt, ~30-token user turn, 128 tokens; TTFT SLO ${SLO} s; ` +
+    (THINK_MAX > 0 ? `think time before each request ${THINK_MIN}-${THINK_MAX} s (seeded, the same in every setup)` : 'back to back (no think time)'),
+  `- command: \`node bench/overflow.mjs --clients ${CLIENTS} --requests ${PER_CLIENT} --slo ${SLO}` +
+    (THINK_MAX > 0 ? ` --think-min ${THINK_MIN} --think-max ${THINK_MAX}` : '') + '\`', '',
   '| setup | TTFT p50 s | TTFT p99 s | p99 / SLO | local busy | cloud requests | cloud tokens | lost | wall s | server-side TTFT p50/p99 s by target |', '|---|---|---|---|---|---|---|---|---|---|'];
 for (const r of results)
   md.push(`| ${r.setup} | ${r.ttft_p50_s.toFixed(2)} | ${r.ttft_p99_s.toFixed(2)} | ${r.ttft_p99_vs_slo.toFixed(2)} | ${(100 * r.local_busy).toFixed(0)}% | ` +

@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include <sys/socket.h>
+
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -16,6 +18,7 @@
 #include "api/ollama_local.h"
 #include "api/openai_codec.h"
 #include "api/origin_check.h"
+#include "api/request_deadline.h"
 #include "api/responses_codec.h"
 #include "route/keyring.h"
 
@@ -43,6 +46,7 @@ void BeginRequest(const std::string& method, const std::string& path, bool quiet
 
 // One JSON line per request (never headers, so never keys).
 void WriteLogLine() {
+  RequestDeadlines::AnswerWritten();  // the connection's next request is due from now
   if (t_req.id.empty()) return;
   const std::string id = std::exchange(t_req.id, "");
   if (t_req.quiet) return;
@@ -148,14 +152,19 @@ struct ClientWatch {
 // Each task is one connection's whole life on a worker (its requests, their
 // streams, its keep-alive waits): counting running tasks counts the
 // connections held, which the pre-routing check bounds with 503.
+// The task also carries the connection's socket (noted by hone's accept4,
+// request_deadline.h) to the watchdog that enforces the request deadlines.
 class CountingPool final : public httplib::TaskQueue {
  public:
-  CountingPool(size_t base, size_t max, std::atomic<int>* held)
-      : pool_(base, max, /*max_queued=*/max), held_(held) {}
+  CountingPool(size_t base, size_t max, std::atomic<int>* held, RequestDeadlines* deadlines)
+      : pool_(base, max, /*max_queued=*/max), held_(held), deadlines_(deadlines) {}
   bool enqueue(std::function<void()> fn) override {
-    return pool_.enqueue([held = held_, fn = std::move(fn)] {
+    const int fd = RequestDeadlines::TakeAccepted();  // on the accept thread, just after accept4
+    return pool_.enqueue([held = held_, deadlines = deadlines_, fd, fn = std::move(fn)] {
       held->fetch_add(1);
+      if (fd >= 0) deadlines->Open(fd);
       fn();
+      if (fd >= 0) deadlines->Close();
       held->fetch_sub(1);
     });
   }
@@ -164,7 +173,28 @@ class CountingPool final : public httplib::TaskQueue {
  private:
   httplib::ThreadPool pool_;  // grows from base to max threads on demand
   std::atomic<int>* held_;
+  RequestDeadlines* deadlines_;
 };
+
+// Listening sockets: SO_REUSEADDR (a restart binds while old connections sit
+// in TIME_WAIT) but not httplib's default SO_REUSEPORT, with which a second
+// server on the same port binds silently and takes half the connections.
+// The socket is remembered so that Bind can widen httplib's accept backlog.
+httplib::SocketOptions ListenOptions(int* fd) {
+  return [fd](int sock) {
+    int on = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    *fd = sock;
+  };
+}
+
+// httplib listens with a backlog of 128: a burst of a thousand connects
+// overflows it, and the kernel drops handshakes, which clients retry after
+// about a second (a /health probe included). Listening again on the bound
+// socket raises it (the kernel caps it at net.core.somaxconn).
+void WidenBacklog(int fd, int connections) {
+  if (fd >= 0) ::listen(fd, std::max(128, connections));
+}
 
 bool IsProbePath(const std::string& path) { return path == "/health" || path == "/livez" || path == "/metrics"; }
 
@@ -185,6 +215,7 @@ HttpServer::HttpServer(const serve::ServeConfig& config, std::vector<std::string
       driver_(backend),
       pool_(pool),
       metrics_(metrics),
+      deadlines_(std::make_unique<RequestDeadlines>(config.header_timeout, config.body_timeout)),
       http_(std::make_unique<httplib::Server>()),
       probe_http_(config.probe_port >= 0 ? std::make_unique<httplib::Server>() : nullptr) {
   origins_.loopback_bind = IsLoopbackName(HostName(config_.host));
@@ -200,11 +231,12 @@ HttpServer::HttpServer(const serve::ServeConfig& config, std::vector<std::string
   http_->new_task_queue = [this] {
     const size_t warm = std::max(32, config_.slots * 4 + config_.max_queue / 2) + extra_workers_.load();
     const size_t most = std::max<size_t>(warm, config_.max_connections + kProbeReserve);
-    return new CountingPool(std::min(warm, most), most, &connections_);
+    return new CountingPool(std::min(warm, most), most, &connections_, deadlines_.get());
   };
   // Without TCP_NODELAY a response written as headers then body waits for
   // the client's delayed ACK (40 ms on Linux) on every kept-alive connection.
   http_->set_tcp_nodelay(true);
+  http_->set_socket_options(ListenOptions(&listen_fd_));
   http_->set_payload_max_length(max_body_);
   // A client silent this long while sending its request is dropped; an idle
   // keep-alive connection is closed after 5 s (httplib's default).
@@ -241,6 +273,9 @@ void HttpServer::WriteMetrics(httplib::Response& res) const {
   // A router over replicas reads this to stop sending here while streams finish.
   body += serve::FamilyHeader("hone_server_draining", "gauge", "1 once SIGTERM began a drain: new requests get 503") +
           "hone_server_draining " + (draining_.load() ? "1" : "0") + "\n";
+  body += serve::FamilyHeader("hone_http_request_deadline_closed_total", "counter",
+                              "Connections closed because a request's headers or body came too slowly") +
+          "hone_http_request_deadline_closed_total " + std::to_string(deadlines_->dropped()) + "\n";
   if (router_metrics_) router_metrics_(&body);
   res.set_content(body, "text/plain; version=0.0.4");
 }
@@ -255,6 +290,7 @@ void HttpServer::ProbeRoutes() {
   // connection would hold one of the few workers.
   s.new_task_queue = [] { return new httplib::ThreadPool(4); };
   s.set_tcp_nodelay(true);
+  s.set_socket_options(ListenOptions(&probe_listen_fd_));
   s.set_payload_max_length(4096);
   s.set_read_timeout(2, 0);
   s.set_write_timeout(5, 0);
@@ -319,6 +355,7 @@ bool HttpServer::Authorized(const std::string& authorization, const std::string&
 void HttpServer::Routes() {
   httplib::Server& s = *http_;
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    RequestDeadlines::HeadersRead();
     BeginRequest(req.method, req.path, config_.quiet);
     if (!config_.cors_origin.empty()) {
       res.set_header("Access-Control-Allow-Origin", config_.cors_origin);
@@ -434,6 +471,7 @@ void HttpServer::Routes() {
   using Fn = std::function<HttpResponse(const HttpRequest&)>;
   auto route = [this](Fn fn) {
     return [this, fn](const httplib::Request& req, httplib::Response& res) {
+      RequestDeadlines::RequestRead();  // the body is in; the answer may take its time
       HttpRequest r;
       r.method = req.method;
       r.path = req.path;
@@ -480,6 +518,7 @@ void HttpServer::Routes() {
     res.set_content(spend_json_(), "application/json");
   });
   s.Post("/hone/routes/canary", [this](const httplib::Request& req, httplib::Response& res) {
+    RequestDeadlines::RequestRead();
     const ApiFlavor flavor = FlavorOf(req.path);
     std::string route, action;
     try {
@@ -539,6 +578,7 @@ Result<int> HttpServer::Bind() {
                                          " (in use, or not an address of this machine)");
   }
   port_ = port;
+  WidenBacklog(listen_fd_, config_.max_connections + kProbeReserve);
   if (probe_http_) {
     int probe = config_.probe_port == 0 ? probe_http_->bind_to_any_port(config_.host) : config_.probe_port;
     if (config_.probe_port != 0 && !probe_http_->bind_to_port(config_.host, config_.probe_port)) probe = -1;
@@ -547,6 +587,7 @@ Result<int> HttpServer::Bind() {
                                            std::to_string(config_.probe_port) + " for --probe-port (in use?)");
     }
     probe_port_ = probe;
+    WidenBacklog(probe_listen_fd_, 1024);  // probes come one per connection
     // Probes answer from the moment the ports are bound: /health says
     // "starting" (503) while models load, /livez 200.
     probe_thread_ = std::thread([this] { probe_http_->listen_after_bind(); });

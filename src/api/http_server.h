@@ -25,6 +25,8 @@ struct Response;
 
 namespace hone::api {
 
+class RequestDeadlines;
+
 class HttpServer {
  public:
   // Generations, embeddings and model lists go to `backend`; the Ollama and
@@ -84,6 +86,8 @@ class HttpServer {
   Driver driver_;
   serve::ModelPool& pool_;
   serve::Metrics& metrics_;
+  // Before http_: its workers use it until they stop.
+  std::unique_ptr<RequestDeadlines> deadlines_;
   std::unique_ptr<httplib::Server> http_;
   std::unique_ptr<httplib::Server> probe_http_;  // null without --probe-port
   std::thread probe_thread_;                     // runs probe_http_'s listener
@@ -101,7 +105,9 @@ class HttpServer {
   // that refuse what is past the bound.
   static constexpr int kProbeReserve = 64;
   std::atomic<int> connections_{0};  // API connections on a worker now (CountingPool)
-  std::atomic<int> port_{0};  // bound port, for the disconnect check
+  std::atomic<int> port_{0};  // bound port
+  int listen_fd_ = -1;        // the listening sockets, set while binding (ListenOptions)
+  int probe_listen_fd_ = -1;
   std::atomic<int> extra_workers_{0};
   std::function<std::string()> routes_json_;          // set before Run, then read only
   std::function<void(std::string*)> router_metrics_;  // set before Run, then read only

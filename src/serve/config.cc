@@ -25,6 +25,14 @@ Status Int(const std::string& name, const std::string& v, int* out, int min) {
                    name + ": '" + v + "' is not an integer >= " + std::to_string(min));
 }
 
+// Whole seconds, at least 1: the watchdog checks twice a second.
+Status Seconds(const std::string& name, const std::string& v, double* out) {
+  int s = 0;
+  Status st = Int(name, v, &s, 1);
+  if (st) *out = s;
+  return st;
+}
+
 Status Bool(const std::string& name, const std::string& v, bool* out) {
   if (v == "1" || v == "true" || v == "yes" || v == "on") return *out = true, Status::Ok();
   if (v == "0" || v == "false" || v == "no" || v == "off") return *out = false, Status::Ok();
@@ -103,6 +111,10 @@ const std::vector<Setting>& Settings() {
        [](ServeConfig& c, const std::string& v) { return Int("max-connections", v, &c.max_connections, 1); }},
       {"read-timeout", "Seconds a client may stay silent while sending its request (headers or body)",
        [](ServeConfig& c, const std::string& v) { return Int("read-timeout", v, &c.read_timeout, 1); }},
+      {"header-timeout", "Seconds a client may take to send a whole request's headers (slowloris guard)",
+       [](ServeConfig& c, const std::string& v) { return Seconds("header-timeout", v, &c.header_timeout); }},
+      {"body-timeout", "Seconds a client may take to send a whole request, headers and body",
+       [](ServeConfig& c, const std::string& v) { return Seconds("body-timeout", v, &c.body_timeout); }},
       {"drain-timeout", "Seconds a SIGTERM lets requests in flight finish before they are cut short",
        [](ServeConfig& c, const std::string& v) {
          int s = 0;

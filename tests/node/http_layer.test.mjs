@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import http from 'node:http';
 import zlib from 'node:zlib';
-import { startServer, modelsDir, sleep } from './helpers.mjs';
+import { spawn } from 'node:child_process';
+import { startServer, modelsDir, sleep, HONE } from './helpers.mjs';
 
 let server, port;
 before(async () => {
@@ -212,6 +213,142 @@ test('150 slow clients do not delay /health on the API port (default --max-conne
     }
   } finally {
     for (const s of stalled) s.destroy();
+    await own.stop();
+  }
+});
+
+test('a second server on a port in use fails to start, naming the port, instead of sharing it', async () => {
+  // httplib's default SO_REUSEPORT let a second process bind the same port and
+  // silently take half of the connections.
+  const proc = spawn(HONE, ['serve', '--models', modelsDir(), '--port', String(port), '--threads', '1'],
+    { stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '';
+  proc.stderr.on('data', (d) => (log += d));
+  const code = await new Promise((resolve) => {
+    const timer = setTimeout(() => { proc.kill('SIGKILL'); resolve('still running'); }, 15000);
+    proc.on('exit', (c) => { clearTimeout(timer); resolve(c); });
+  });
+  assert.notEqual(code, 0, log);
+  assert.notEqual(code, 'still running', `a second server bound port ${port}:\n${log}`);
+  assert.match(log, new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port}`));
+  assert.equal((await fetch(server.url + '/health')).status, 200);
+});
+
+test('the accept backlog holds a burst of 800 connects: none waits for a handshake retry', async () => {
+  // httplib listens with a backlog of 128; past it the kernel drops
+  // handshakes and clients retry after ~1 s (a /health probe too). hone
+  // widens it to --max-connections + the probe reserve (up to somaxconn).
+  // The server is stopped while the burst arrives, so only the kernel's
+  // queue holds the connections (a busy accept thread, as under a real burst).
+  const own = await startServer(['--models', modelsDir()]);
+  const u = new URL(own.url);
+  const socks = [];
+  try {
+    own.signal('SIGSTOP');
+    const times = await Promise.all(Array.from({ length: 800 }, () => new Promise((resolve) => {
+      const t0 = performance.now();
+      const s = net.connect(Number(u.port), u.hostname);
+      socks.push(s);
+      const timer = setTimeout(() => resolve(Infinity), 2500);
+      s.on('error', () => { clearTimeout(timer); resolve(Infinity); });
+      s.on('connect', () => { clearTimeout(timer); resolve(performance.now() - t0); });
+    })));
+    own.signal('SIGCONT');
+    const slow = times.filter((ms) => ms > 900).length;
+    assert.equal(slow, 0, `${slow} of 800 connects took > 900 ms (a dropped handshake)`);
+  } finally {
+    own.signal('SIGCONT');
+    for (const s of socks) s.destroy();
+  }
+  try {
+    assert.equal((await fetch(own.url + '/health')).status, 200);
+  } finally {
+    await own.stop();
+  }
+});
+
+// --- request deadlines (slowloris): the whole headers, the whole request ---
+
+// Sends `parts` one every `everyMs` (each well under --read-timeout) and
+// resolves with how long the server let the connection live.
+function drip(port, parts, everyMs) {
+  return new Promise((resolve) => {
+    const t0 = performance.now();
+    const sock = net.connect(port, '127.0.0.1');
+    let data = '', i = 0, timer = null;
+    const done = () => { clearInterval(timer); resolve({ ms: performance.now() - t0, data, sent: i }); };
+    sock.on('data', (d) => (data += d));
+    sock.on('close', done);
+    sock.on('error', () => {});
+    sock.on('connect', () => {
+      timer = setInterval(() => {
+        if (i < parts.length) sock.write(parts[i++]);
+      }, everyMs);
+    });
+    setTimeout(() => sock.destroy(), 20000);
+  });
+}
+
+test('a client that drips its headers or its body is closed at --header-timeout / --body-timeout', async () => {
+  const own = await startServer(['--models', modelsDir(), '--header-timeout', '2', '--body-timeout', '4']);
+  const p = Number(new URL(own.url).port);
+  try {
+    // One header byte every 300 ms: each read is quick, the headers never end.
+    const head = 'POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nX-Slow: ' + 'a'.repeat(200);
+    const h = await drip(p, [...head], 300);
+    assert.ok(h.ms > 1500 && h.ms < 4500, `closed after ${h.ms.toFixed(0)} ms (--header-timeout 2)`);
+    assert.ok(h.sent < head.length, 'closed before the headers were done');
+    // Headers at once, then one body byte every 300 ms of a 200-byte body.
+    const body = '{"model":"tiny","messages":[{"role":"user","content":"' + 'b'.repeat(150) + '"}]}';
+    const parts = ['POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n' +
+                   `Content-Length: ${body.length}\r\n\r\n`, ...body];
+    const b = await drip(p, parts, 300);
+    assert.ok(b.ms > 3500 && b.ms < 6500, `closed after ${b.ms.toFixed(0)} ms (--body-timeout 4)`);
+    assert.ok(b.sent < parts.length, 'closed before the body was done');
+    const m = await (await fetch(own.url + '/metrics')).text();
+    assert.match(m, /hone_http_request_deadline_closed_total 2\b/);
+    assert.match(own.log(), /closed the connection from 127\.0\.0\.1:\d+: its request headers took over 2 s \(--header-timeout\)/);
+    assert.match(own.log(), /its request body took over 4 s \(--body-timeout\)/);
+    assert.equal((await fetch(own.url + '/health')).status, 200);
+  } finally {
+    await own.stop();
+  }
+});
+
+test('the deadlines restart after each answer on a kept-alive connection, and never cut an answer short', async () => {
+  const own = await startServer(['--models', modelsDir(), '--header-timeout', '1', '--body-timeout', '1', '--threads', '1']);
+  const p = Number(new URL(own.url).port);
+  try {
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const ask = (body) => new Promise((resolve, reject) => {
+      const req = http.request({ host: '127.0.0.1', port: p, path: '/v1/chat/completions', method: 'POST', agent,
+        headers: { 'Content-Type': 'application/json' } }, (res) => {
+        let text = '';
+        res.on('data', (d) => (text += d));
+        res.on('end', () => resolve({ status: res.statusCode, text, socket: req.socket }));
+      });
+      req.on('error', reject);
+      req.end(JSON.stringify(body));
+    });
+    // A streamed answer that takes longer than both deadlines is not cut.
+    const t0 = performance.now();
+    const long = await ask({ model: 'tiny', stream: true, max_tokens: 400,
+                             messages: [{ role: 'user', content: 'Once upon a time' }] });
+    const ms = performance.now() - t0;
+    assert.equal(long.status, 200);
+    assert.match(long.text, /data: \[DONE\]/, `the stream ended well after ${ms.toFixed(0)} ms`);
+    assert.ok(ms > 1500, `the stream took ${ms.toFixed(0)} ms, longer than the deadlines`);
+    // Three requests on one connection, 600 ms apart: each within 1 s of the last answer.
+    let first = null;
+    for (let i = 0; i < 3; ++i) {
+      await sleep(600);
+      const r = await ask({ model: 'tiny', max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] });
+      assert.equal(r.status, 200);
+      first ??= r.socket;
+      assert.equal(r.socket, first, 'the same kept-alive connection');
+    }
+    agent.destroy();
+  } finally {
     await own.stop();
   }
 });

@@ -1,0 +1,148 @@
+#include "api/request_deadline.h"
+
+#include <arpa/inet.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <utility>
+
+namespace hone::api {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+thread_local int t_accepted = -1;  // the socket this thread's accept4 returned last
+thread_local RequestDeadlines::Conn* t_conn = nullptr;  // the connection this worker serves
+
+}  // namespace
+
+// accept4 as libc's, noting the socket: httplib (linked into this binary)
+// calls it on its accept thread and queues the connection's task right
+// after, on the same thread (CountingPool::enqueue takes it from there).
+extern "C" int accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
+  const int s = static_cast<int>(syscall(SYS_accept4, fd, addr, len, flags));
+  t_accepted = s;
+  return s;
+}
+
+struct RequestDeadlines::Conn {
+  int fd = -1;
+  sockaddr_storage peer{};  // to tell this connection from a later one on a reused fd
+  socklen_t peer_len = 0;
+  // Nanoseconds since the clock's epoch when the phase began; 0: no deadline.
+  std::atomic<int64_t> since{0};
+  std::atomic<bool> headers_in{false};
+  bool shut = false;  // GUARDED_BY(RequestDeadlines::mu_)
+};
+
+namespace {
+
+int64_t NowNs() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
+
+std::string PeerText(const sockaddr_storage& a) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  if (a.ss_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&a);
+    inet_ntop(AF_INET, &v4->sin_addr, host, sizeof host);
+    port = ntohs(v4->sin_port);
+  } else if (a.ss_family == AF_INET6) {
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&a);
+    inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof host);
+    port = ntohs(v6->sin6_port);
+  }
+  return std::string(host) + ":" + std::to_string(port);
+}
+
+}  // namespace
+
+RequestDeadlines::RequestDeadlines(double header_s, double request_s)
+    : header_(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(header_s))),
+      request_(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(request_s))),
+      watchdog_([this] { Watch(); }) {}
+
+RequestDeadlines::~RequestDeadlines() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  watchdog_.join();
+}
+
+int RequestDeadlines::TakeAccepted() { return std::exchange(t_accepted, -1); }
+
+void RequestDeadlines::Open(int fd) {
+  auto* c = new Conn;
+  c->fd = fd;
+  c->peer_len = sizeof c->peer;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&c->peer), &c->peer_len) != 0) c->peer_len = 0;
+  c->since = NowNs();
+  t_conn = c;
+  std::lock_guard<std::mutex> lock(mu_);
+  open_.insert(c);
+}
+
+void RequestDeadlines::Close() {
+  Conn* c = std::exchange(t_conn, nullptr);
+  if (!c) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_.erase(c);
+  }
+  delete c;
+}
+
+void RequestDeadlines::HeadersRead() {
+  if (t_conn) t_conn->headers_in = true;
+}
+
+void RequestDeadlines::RequestRead() {
+  if (t_conn) t_conn->since = 0;
+}
+
+void RequestDeadlines::AnswerWritten() {
+  if (!t_conn) return;
+  t_conn->headers_in = false;
+  t_conn->since = NowNs();
+}
+
+void RequestDeadlines::Watch() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    wake_.wait_for(lock, std::chrono::milliseconds(500));
+    const int64_t now = NowNs();
+    for (Conn* c : open_) {
+      const int64_t since = c->since.load();
+      if (since == 0 || c->shut) continue;
+      const bool headers_in = c->headers_in.load();
+      if (now - since <= (headers_in ? request_ : header_).count()) continue;
+      // Still writing the last answer to a slow reader: that is the write
+      // timeout's business, not a request deadline.
+      int unsent = 0;
+      if (ioctl(c->fd, SIOCOUTQ, &unsent) == 0 && unsent > 0) continue;
+      // The worker may have closed this socket a moment ago and the number
+      // been reused: only the same peer is this connection.
+      sockaddr_storage peer{};
+      socklen_t len = sizeof peer;
+      if (c->peer_len == 0 || getpeername(c->fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0 ||
+          len != c->peer_len || std::memcmp(&peer, &c->peer, len) != 0)
+        continue;
+      shutdown(c->fd, SHUT_RDWR);  // the worker's read returns; httplib closes the connection
+      c->shut = true;
+      ++dropped_;
+      std::fprintf(stderr, "[hone] closed the connection from %s: its request %s took over %.0f s (%s)\n",
+                   PeerText(c->peer).c_str(), headers_in ? "body" : "headers",
+                   std::chrono::duration<double>(headers_in ? request_ : header_).count(),
+                   headers_in ? "--body-timeout" : "--header-timeout");
+    }
+  }
+}
+
+}  // namespace hone::api
