@@ -156,15 +156,16 @@ struct ClientWatch {
 // request_deadline.h) to the watchdog that enforces the request deadlines.
 class CountingPool final : public httplib::TaskQueue {
  public:
-  CountingPool(size_t base, size_t max, std::atomic<int>* held, RequestDeadlines* deadlines)
-      : pool_(base, max, /*max_queued=*/max), held_(held), deadlines_(deadlines) {}
+  CountingPool(size_t base, size_t max, size_t max_queued, std::atomic<int>* held, RequestDeadlines* deadlines)
+      : pool_(base, max, max_queued), held_(held), deadlines_(deadlines) {}
   bool enqueue(std::function<void()> fn) override {
-    const int fd = RequestDeadlines::TakeAccepted();  // on the accept thread, just after accept4
-    return pool_.enqueue([held = held_, deadlines = deadlines_, fd, fn = std::move(fn)] {
+    // On the accept thread, just after accept4.
+    const RequestDeadlines::Accepted conn = RequestDeadlines::TakeAccepted();
+    return pool_.enqueue([held = held_, deadlines = deadlines_, conn, fn = std::move(fn)] {
       held->fetch_add(1);
-      if (fd >= 0) deadlines->Open(fd);
+      if (conn.fd >= 0) deadlines->Open(conn);
       fn();
-      if (fd >= 0) deadlines->Close();
+      if (conn.fd >= 0) deadlines->Close();
       held->fetch_sub(1);
     });
   }
@@ -216,6 +217,7 @@ HttpServer::HttpServer(const serve::ServeConfig& config, std::vector<std::string
       pool_(pool),
       metrics_(metrics),
       deadlines_(std::make_unique<RequestDeadlines>(config.header_timeout, config.body_timeout)),
+      probe_deadlines_(config.probe_port >= 0 ? std::make_unique<RequestDeadlines>(2, 2) : nullptr),
       http_(std::make_unique<httplib::Server>()),
       probe_http_(config.probe_port >= 0 ? std::make_unique<httplib::Server>() : nullptr) {
   origins_.loopback_bind = IsLoopbackName(HostName(config_.host));
@@ -231,7 +233,7 @@ HttpServer::HttpServer(const serve::ServeConfig& config, std::vector<std::string
   http_->new_task_queue = [this] {
     const size_t warm = std::max(32, config_.slots * 4 + config_.max_queue / 2) + extra_workers_.load();
     const size_t most = std::max<size_t>(warm, config_.max_connections + kProbeReserve);
-    return new CountingPool(std::min(warm, most), most, &connections_, deadlines_.get());
+    return new CountingPool(std::min(warm, most), most, /*max_queued=*/most, &connections_, deadlines_.get());
   };
   // Without TCP_NODELAY a response written as headers then body waits for
   // the client's delayed ACK (40 ms on Linux) on every kept-alive connection.
@@ -287,8 +289,11 @@ void HttpServer::WriteMetrics(httplib::Response& res) const {
 void HttpServer::ProbeRoutes() {
   httplib::Server& s = *probe_http_;
   // One request per connection and short timeouts: an idle kept-alive
-  // connection would hold one of the few workers.
-  s.new_task_queue = [] { return new httplib::ThreadPool(4); };
+  // connection would hold one of the few workers. A client that drips its
+  // request would too: it has 2 s for all of it (probe_deadlines_).
+  s.new_task_queue = [this] {
+    return new CountingPool(4, 4, /*max_queued=*/1024, &probe_connections_, probe_deadlines_.get());
+  };
   s.set_tcp_nodelay(true);
   s.set_socket_options(ListenOptions(&probe_listen_fd_));
   s.set_payload_max_length(4096);
@@ -296,6 +301,7 @@ void HttpServer::ProbeRoutes() {
   s.set_write_timeout(5, 0);
   s.set_keep_alive_max_count(1);
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    RequestDeadlines::HeadersRead();  // the rest (a body, if any) within the same 2 s
     auto refused = CheckHost(origins_, req.get_header_value("Host"));
     if (!refused) refused = CheckOrigin(origins_, req.get_header_value("Origin"));
     if (!refused) return httplib::Server::HandlerResponse::Unhandled;

@@ -88,6 +88,7 @@ class HttpServer {
   serve::Metrics& metrics_;
   // Before http_: its workers use it until they stop.
   std::unique_ptr<RequestDeadlines> deadlines_;
+  std::unique_ptr<RequestDeadlines> probe_deadlines_;  // null without --probe-port
   std::unique_ptr<httplib::Server> http_;
   std::unique_ptr<httplib::Server> probe_http_;  // null without --probe-port
   std::thread probe_thread_;                     // runs probe_http_'s listener
@@ -105,6 +106,7 @@ class HttpServer {
   // that refuse what is past the bound.
   static constexpr int kProbeReserve = 64;
   std::atomic<int> connections_{0};  // API connections on a worker now (CountingPool)
+  std::atomic<int> probe_connections_{0};
   std::atomic<int> port_{0};  // bound port
   int listen_fd_ = -1;        // the listening sockets, set while binding (ListenOptions)
   int probe_listen_fd_ = -1;

@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -18,6 +19,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 thread_local int t_accepted = -1;  // the socket this thread's accept4 returned last
+thread_local int64_t t_accepted_at = 0;  // and when
 thread_local RequestDeadlines::Conn* t_conn = nullptr;  // the connection this worker serves
 
 }  // namespace
@@ -28,6 +30,8 @@ thread_local RequestDeadlines::Conn* t_conn = nullptr;  // the connection this w
 extern "C" int accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
   const int s = static_cast<int>(syscall(SYS_accept4, fd, addr, len, flags));
   t_accepted = s;
+  t_accepted_at = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch()).count();
   return s;
 }
 
@@ -76,14 +80,19 @@ RequestDeadlines::~RequestDeadlines() {
   watchdog_.join();
 }
 
-int RequestDeadlines::TakeAccepted() { return std::exchange(t_accepted, -1); }
+RequestDeadlines::Accepted RequestDeadlines::TakeAccepted() {
+  return {std::exchange(t_accepted, -1), t_accepted_at};
+}
 
-void RequestDeadlines::Open(int fd) {
+void RequestDeadlines::Open(Accepted a) {
   auto* c = new Conn;
-  c->fd = fd;
+  c->fd = a.fd;
   c->peer_len = sizeof c->peer;
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&c->peer), &c->peer_len) != 0) c->peer_len = 0;
-  c->since = NowNs();
+  if (getpeername(a.fd, reinterpret_cast<sockaddr*>(&c->peer), &c->peer_len) != 0) c->peer_len = 0;
+  // From the accept: a client that drips while it waits for a worker has had
+  // that time. But one the server itself kept waiting gets a second on a
+  // worker to show its headers (already sent, if it is an honest client).
+  c->since = std::max<int64_t>(a.at_ns, NowNs() - header_.count() + std::chrono::nanoseconds(std::chrono::seconds(1)).count());
   t_conn = c;
   std::lock_guard<std::mutex> lock(mu_);
   open_.insert(c);
@@ -100,7 +109,9 @@ void RequestDeadlines::Close() {
 }
 
 void RequestDeadlines::HeadersRead() {
-  if (t_conn) t_conn->headers_in = true;
+  if (!t_conn) return;
+  t_conn->headers_in = true;
+  t_conn->since = NowNs();  // the body's deadline counts from here
 }
 
 void RequestDeadlines::RequestRead() {

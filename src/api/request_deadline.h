@@ -3,10 +3,10 @@
 // that sends one header byte every few seconds (slowloris) holds a worker
 // thread for as long as it likes; a thousand of them hold every worker.
 //
-// This watchdog gives every connection on the API port two deadlines, counted
-// from its accept or from the end of its previous answer (keep-alive):
-//   --header-timeout  until the request's headers are in (default 30 s),
-//   --body-timeout    until its body is in as well (default 120 s).
+// This watchdog gives every connection on the API port two deadlines:
+//   --header-timeout  for the request's headers (default 30 s), from the
+//                     accept or from the end of the previous answer (keep-alive);
+//   --body-timeout    for its body, from the end of its headers (default 120 s).
 // Past one, the socket is shut down: httplib's blocked read returns, it
 // closes the connection and the worker is free. The handler's own time
 // (prefill, a stream) is never counted.
@@ -35,14 +35,19 @@ class RequestDeadlines {
   RequestDeadlines(const RequestDeadlines&) = delete;
   RequestDeadlines& operator=(const RequestDeadlines&) = delete;
 
-  // On the accept thread, right after httplib accepted: that socket, or -1.
-  static int TakeAccepted();
+  // On the accept thread, right after httplib accepted: that socket (or -1)
+  // and when it was accepted.
+  struct Accepted {
+    int fd = -1;
+    int64_t at_ns = 0;  // steady_clock
+  };
+  static Accepted TakeAccepted();
 
   // On the connection's worker thread, around its whole life.
-  void Open(int fd);
+  void Open(Accepted a);
   void Close();
   // On the worker thread, for the connection it serves (no-ops elsewhere):
-  static void HeadersRead();    // the body is due by the request deadline
+  static void HeadersRead();    // the body is due by --body-timeout from now
   static void RequestRead();    // the handler runs: no deadline
   static void AnswerWritten();  // the next request's headers are due
 

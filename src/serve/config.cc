@@ -113,7 +113,7 @@ const std::vector<Setting>& Settings() {
        [](ServeConfig& c, const std::string& v) { return Int("read-timeout", v, &c.read_timeout, 1); }},
       {"header-timeout", "Seconds a client may take to send a whole request's headers (slowloris guard)",
        [](ServeConfig& c, const std::string& v) { return Seconds("header-timeout", v, &c.header_timeout); }},
-      {"body-timeout", "Seconds a client may take to send a whole request, headers and body",
+      {"body-timeout", "Seconds a client may take to send a request's body, after its headers",
        [](ServeConfig& c, const std::string& v) { return Seconds("body-timeout", v, &c.body_timeout); }},
       {"drain-timeout", "Seconds a SIGTERM lets requests in flight finish before they are cut short",
        [](ServeConfig& c, const std::string& v) {

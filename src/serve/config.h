@@ -39,7 +39,7 @@ struct ServeConfig {
   int max_connections = 1024;  // API connections held at once (streams, waits, keep-alives); beyond: 503
   int read_timeout = 30;       // seconds a client may take to send a chunk of its request (headers or body)
   double header_timeout = 30;  // seconds for a whole request's headers (from accept, or the previous answer)
-  double body_timeout = 120;   // seconds for a whole request, headers and body
+  double body_timeout = 120;   // seconds for a request's body, after its headers
   std::string api_key_file;                    // one key per line
   std::string api_keys;                        // comma-separated (HONE_API_KEYS); prefer the file
   std::string admin_key_file;                  // keys for the admin endpoints, one per line

@@ -135,6 +135,31 @@ test('the probe port answers while slow clients hold every API worker', async ()
   assert.ok(ok, 'the API port did not recover after the slow clients left');
 });
 
+test('clients that drip their requests to the probe port are closed within 2 s, and probes answer again', async () => {
+  // The probe port has 4 workers: 8 dripping clients would hold them all for
+  // as long as they like without a whole-request deadline.
+  const u = new URL(probe);
+  const drippers = [];
+  for (let i = 0; i < 8; ++i) {
+    const s = net.connect(Number(u.port), u.hostname);
+    s.on('error', () => {});
+    s.write('GET /health HTTP/1.1\r\nHost: localhost\r\nX-Slow: ');
+    const timer = setInterval(() => { if (!s.destroyed) s.write('a'); }, 300);
+    s.on('close', () => clearInterval(timer));
+    drippers.push({ s, timer });
+  }
+  try {
+    await sleep(3000);
+    const closed = drippers.filter((d) => d.s.destroyed || d.s.readyState !== 'open').length;
+    assert.ok(closed >= 4, `${closed} of 8 dripping clients closed after 3 s`);
+    // The last four took the workers when the first were closed: a probe now
+    // waits for them to be closed too (a second or so), not for ever.
+    assert.equal(await freshGet(probe + '/health', 3000), 200, 'the probe port answers again');
+  } finally {
+    for (const d of drippers) { clearInterval(d.timer); d.s.destroy(); }
+  }
+});
+
 test('the probe port serves probes only, with the Host check, and no key', async () => {
   assert.equal((await fetch(probe + '/metrics')).status, 200);
   const other = await post(probe + '/v1/completions', { model: MODEL, prompt: 'x' });
