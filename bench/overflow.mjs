@@ -22,6 +22,7 @@
 //          [--think-min 0] [--think-max 0]
 import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { startFakeUpstream } from '../tests/node/fake_upstream.mjs';
@@ -52,7 +53,11 @@ const SYSTEM = ('You are the support assistant of a web shop. Answer politely, i
 const TURNS = ['Where is my order 1234?', 'I want to return the blue shoes I bought last week.',
   'My package arrived damaged, what can I do?', 'Can I change the delivery address of order 9876?'];
 const pct = (xs, q) => { const s = [...xs].sort((a, b) => a - b); return s.length ? s[Math.min(s.length - 1, Math.floor(q * s.length))] : NaN; };
-const port = () => 20000 + Math.floor(Math.random() * 20000);
+// A port the kernel says is free now (a random one may be a client's
+// ephemeral port: a run of this bench died on one, ECONNREFUSED).
+const port = () => new Promise((resolve) => {
+  const s = net.createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => resolve(p)); });
+});
 
 async function metricsText(url) { return (await fetch(url + '/metrics')).text(); }
 function sum(text, name, filter = '') {
@@ -64,7 +69,7 @@ function sum(text, name, filter = '') {
 async function runSetup(name, toml, up) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'hone-overflow-'));
   fs.writeFileSync(path.join(tmp, 'hone.toml'), toml);
-  const p = port();
+  const p = await port();
   const proc = spawn(HONE, ['serve', '--config', path.join(tmp, 'hone.toml'), '-m', MODEL, '--port', String(p),
     '--slots', String(SLOTS), '--max-queue', String(MAX_QUEUE), '--ctx', '1024'], { stdio: ['ignore', 'ignore', 'pipe'] });
   // The request log lines (JSON on stderr) say which target served each request and its TTFT.
