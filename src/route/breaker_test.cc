@@ -141,6 +141,7 @@ TEST(Retry, ClassifiesStatusesAsTheIssueAsks) {
   for (int s : {429, 500, 502, 503, 504}) EXPECT_TRUE(Retryable(ClassifyStatus(s))) << s;
   for (int s : {400, 404, 413, 422}) EXPECT_FALSE(Retryable(ClassifyStatus(s))) << s;
   EXPECT_EQ(ClassifyStatus(401), Outcome::kAuth);
+  EXPECT_EQ(ClassifyStatus(302), Outcome::kServer);  // a moved base_url is the upstream's fault: 502, not 4xx
   EXPECT_EQ(ClassifyStatus(403), Outcome::kAuth);
   EXPECT_TRUE(UpstreamFault(Outcome::kServer));
   EXPECT_FALSE(UpstreamFault(Outcome::kRateLimited));  // the key's fault, not the upstream's

@@ -34,7 +34,10 @@ Outcome ClassifyStatus(int s) {
   if (s == 408) return Outcome::kTimeout;
   if (s >= 500) return Outcome::kServer;
   if (s == 0) return Outcome::kConnect;
-  return Outcome::kClient;
+  if (s >= 400) return Outcome::kClient;
+  // 1xx or 3xx (a redirect: a base_url that moved): the upstream is
+  // misconfigured, not the client's request, so it is not passed on as a 4xx.
+  return Outcome::kServer;
 }
 
 bool Retryable(Outcome o) {
