@@ -141,10 +141,16 @@ struct ClientWatch {
   explicit ClientWatch(std::function<bool()> closed) : is_closed(std::move(closed)) {}
   bool Gone() {
     if (over.load() || gone.load()) return true;
+    // Asked per token of a non-streamed answer: look at the socket at most
+    // every 20 ms, not a syscall per token.
+    const int64_t now = Clock::now().time_since_epoch().count();
+    if (now < next_look.load()) return false;
+    next_look.store(now + std::chrono::duration_cast<Clock::duration>(std::chrono::milliseconds(20)).count());
     if (is_closed()) gone.store(true);
     return gone.load();
   }
   const std::function<bool()> is_closed;  // httplib's, bound to the socket
+  std::atomic<int64_t> next_look{0};      // Clock ticks
   std::atomic<bool> gone{false};
   std::atomic<bool> over{false};  // the handler and its stream are done
 };
