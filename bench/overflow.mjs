@@ -68,7 +68,9 @@ function sum(text, name, filter = '') {
 
 async function runSetup(name, toml, up) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'hone-overflow-'));
-  fs.writeFileSync(path.join(tmp, 'hone.toml'), toml);
+  // Its own state dir (the spend ledger): the previous setup's server may
+  // still hold the default one while it drains.
+  fs.writeFileSync(path.join(tmp, 'hone.toml'), `state_dir = "${tmp}/state"\n` + toml);
   const p = await port();
   const proc = spawn(HONE, ['serve', '--config', path.join(tmp, 'hone.toml'), '-m', MODEL, '--port', String(p),
     '--slots', String(SLOTS), '--max-queue', String(MAX_QUEUE), '--ctx', '1024'], { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -76,7 +78,13 @@ async function runSetup(name, toml, up) {
   let logText = '';
   proc.stderr.on('data', (d) => { logText += d; });
   const url = `http://127.0.0.1:${p}`;
-  for (let i = 0; i < 200; ++i) { try { if ((await fetch(url + '/health')).ok) break; } catch {} await new Promise((r) => setTimeout(r, 100)); }
+  let exited = null;
+  proc.on('exit', (code, sig) => { exited = `exit ${code ?? sig}`; });
+  for (let i = 0; ; ++i) {
+    if (exited || i >= 600) throw new Error(`hone serve (${name}) ${exited || 'not healthy after 60 s'}:\n${logText.slice(-4000)}`);
+    try { if ((await fetch(url + '/health')).ok) break; } catch {}
+    await new Promise((r) => setTimeout(r, 100));
+  }
   const model = path.basename(MODEL, '.gguf');
   // Warm-up: load the model and cache the system prompt.
   await fetch(url + '/v1/chat/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' },
@@ -137,7 +145,7 @@ async function runSetup(name, toml, up) {
   const cloudTok = log.reduce((a, e) => a + (e.status === 200 ? Math.min(128, e.max_tokens ?? 128) : 0), 0);
   const predErr = [];
   for (const line of after.split('\n')) if (line.startsWith('hone_route_ttft_prediction_error_seconds_sum')) predErr.push(line);
-  proc.kill('SIGTERM');
+  await new Promise((r) => { if (exited) r(); else { proc.on('exit', r); proc.kill('SIGTERM'); } });
   const byTarget = {};
   for (const line of logText.split('\n')) {
     if (!line.startsWith('{')) continue;

@@ -13,7 +13,12 @@
 // Reported per policy: the replicas' prefix-cache hit rate (prompt tokens
 // found in a slot's KV over prompt tokens looked up, from their
 // hone_prefix_cache_* counters), TTFT p50/p99 at the client and aggregate
-// output tok/s; and the ratios affinity / round robin, mean ± 95% CI.
+// output tok/s; and the ratios affinity / round robin, mean ± 95% CI. With
+// 80 requests a run, one run's p99 is its slowest request or two, so the
+// TTFT tail is also reported pooled over the repetitions (p95 and p99 of all
+// their requests), with a bootstrap 95% interval of the ratio (requests
+// resampled within each run). The JSON keeps every request (client, start,
+// TTFT, the replica the router chose) and the replicas' request log lines.
 //
 // Usage: node bench/replicas.mjs [--model models/qwen2.5-0.5b.Q4_K_M.gguf]
 //          [--requests 4] (per client) [--reps 3] [--threads 1] [--slots 4] [--think-min 6] [--think-max 14] [--cold 1]
@@ -115,7 +120,7 @@ async function runOne(policy, rep, think) {
   fs.mkdirSync(path.join(tmp, 'models'));
   fs.symlinkSync(MODEL, path.join(tmp, 'models', 'qwen.gguf'));
   const common = ['--models', path.join(tmp, 'models'), '--threads', THREADS, '--slots', SLOTS, '--ctx', '2048',
-                  '--quiet', 'true', '--probe-port', '0', '--max-queue', '64', '--profiles', 'false'];
+                  '--probe-port', '0', '--max-queue', '64', '--profiles', 'false'];
   const replicas = [];
   for (let i = 0; i < REPLICAS; ++i) replicas.push(await start(common, { XDG_STATE_HOME: path.join(tmp, `state${i}`) }));
   const toml = [`state_dir = "${tmp}/router-state"`, ...replicas.flatMap((r, i) => [
@@ -135,14 +140,16 @@ async function runOne(policy, rep, think) {
     await new Promise((r) => setTimeout(r, 1200));  // scrapes after the warm-up's load
   }
   const before = await prefixCounters(replicas);
-  const ttfts = [];
+  const ttfts = [], samples = [];
   let tokens = 0;
   const t0 = performance.now();
   await Promise.all(Array.from({ length: CLIENTS }, async (_, c) => {
     for (let i = 0; i < PER_CLIENT; ++i) {
       await new Promise((r) => setTimeout(r, think[c][i] * 1000));
+      const start = (performance.now() - t0) / 1000;
       const r = await ask(router.url, 'support', c % TENANTS, `Customer ${c}, question ${i} (run ${rep}): where is my order number ${1000 + c * 10 + i}?`);
       ttfts.push(r.ttft);
+      samples.push({ client: c, tenant: c % TENANTS, i, start_s: start, ttft_s: r.ttft });
       tokens += r.tokens;
     }
   }));
@@ -150,9 +157,16 @@ async function runOne(policy, rep, think) {
   const after = await prefixCounters(replicas);
   await router.stop();
   for (const r of replicas) await r.stop();
+  // Which replica each request went to, from the router's log lines (route
+  // and ttft_ms), and what each replica logged (its queue wait, its prompt).
+  const logLines = (text) => text.split('\n').filter((l) => l.startsWith('{"')).map((l) => { try { return JSON.parse(l); } catch { return null; } })
+    .filter((j) => j && j.path === '/v1/chat/completions');
+  const routed = logLines(router.log()).slice(-samples.length).map((j) => ({ target: (/target=(\S+)/.exec(j.route || '') || [])[1], ttft_ms: j.ttft_ms, ms: j.ms }));
+  const replicaLogs = replicas.map((r) => logLines(r.log()).map((j) => ({ ttft_ms: j.ttft_ms, queue_ms: j.queue_ms, prompt_tokens: j.prompt_tokens, ms: j.ms })));
   fs.rmSync(tmp, { recursive: true, force: true });
   return { hit_rate: (after.h - before.h) / Math.max(1, after.q - before.q), ttft_p50: pct(ttfts, 0.5),
-           ttft_p99: pct(ttfts, 0.99), tok_s: tokens / wall, wall_s: wall, requests: ttfts.length };
+           ttft_p99: pct(ttfts, 0.99), tok_s: tokens / wall, wall_s: wall, requests: ttfts.length,
+           samples, routed, replica_logs: replicaLogs };
 }
 
 const runs = { affinity: [], round_robin: [] };
@@ -160,12 +174,27 @@ for (let rep = 0; rep < REPS; ++rep) {
   for (const policy of rep % 2 ? ['affinity', 'round_robin'] : ['round_robin', 'affinity']) {
     const r = await runOne(policy, rep, thinkTimes(rep + 1));
     runs[policy].push(r);
+    const targets = {};
+    for (const x of r.routed) targets[x.target] = (targets[x.target] || 0) + 1;
+    console.log(`rep ${rep} ${policy}: targets ${JSON.stringify(targets)}; slowest TTFTs ${[...r.samples].sort((a, b) => b.ttft_s - a.ttft_s).slice(0, 3).map((x) => `${x.ttft_s.toFixed(1)} s (tenant ${x.tenant}, at ${x.start_s.toFixed(0)} s)`).join(', ')}`);
     console.log(`rep ${rep} ${policy}: hit rate ${(100 * r.hit_rate).toFixed(1)}%, TTFT p50 ${r.ttft_p50.toFixed(2)} p99 ${r.ttft_p99.toFixed(2)} s, ${r.tok_s.toFixed(1)} tok/s (${r.requests} requests in ${r.wall_s.toFixed(1)} s)`);
   }
 }
 const ratio = (k) => meanCi(runs.affinity.map((r, i) => r[k] / runs.round_robin[i][k]));
 const col = (p, k) => meanCi(runs[p].map((r) => r[k]));
 const f = (x, d = 3) => `${x.mean.toFixed(d)} ± ${x.ci95.toFixed(d)}`;
+// The tail pooled over repetitions, with a bootstrap interval of the ratio:
+// each resample draws every run's requests with replacement (the runs are
+// the strata), pools them per policy and takes the quantile.
+const pooled = (p, q) => pct(runs[p].flatMap((r) => r.samples.map((x) => x.ttft_s)), q);
+function bootstrapRatio(q, n = 2000) {
+  let x = 12345;
+  const rand = () => ((x = (x * 1103515245 + 12345) % 2147483648) / 2147483648);
+  const draw = (p) => runs[p].flatMap((r) => r.samples.map(() => r.samples[Math.floor(rand() * r.samples.length)].ttft_s));
+  const ratios = Array.from({ length: n }, () => pct(draw('affinity'), q) / pct(draw('round_robin'), q)).sort((a, b) => a - b);
+  return { ratio: pooled('affinity', q) / pooled('round_robin', q), lo: ratios[Math.floor(0.025 * n)], hi: ratios[Math.floor(0.975 * n)] };
+}
+const tail = [0.95, 0.99].map((q) => ({ q, rr: pooled('round_robin', q), af: pooled('affinity', q), ...bootstrapRatio(q) }));
 const info = JSON.parse(execFileSync(HONE, ['info', '--json', '--no-bandwidth']).toString());
 const stamp = new Date().toISOString().replace(/[-:]/g, '').slice(0, 13).replace('T', '-');
 const base = path.join(root, 'bench/results', `replicas-vm-${stamp}`);
@@ -183,6 +212,12 @@ const md = [
   ...['round_robin', 'affinity'].map((p) => `| ${p} | ${f(col(p, 'hit_rate'))} | ${f(col(p, 'ttft_p50'))} | ${f(col(p, 'ttft_p99'))} | ${f(col(p, 'tok_s'), 1)} |`),
   '',
   `Ratios affinity / round robin: hit rate ${f(ratio('hit_rate'))}, TTFT p50 ${f(ratio('ttft_p50'))}, TTFT p99 ${f(ratio('ttft_p99'))}, tok/s ${f(ratio('tok_s'))}.`,
+  '',
+  `TTFT tail pooled over the ${REPS} repetitions (${runs.affinity.reduce((a, r) => a + r.samples.length, 0)} requests per policy), bootstrap 95% interval of the ratio:`,
+  '',
+  '| quantile | round_robin s | affinity s | affinity / round robin | 95% interval |',
+  '|---|---|---|---|---|',
+  ...tail.map((t) => `| p${Math.round(100 * t.q)} | ${t.rr.toFixed(3)} | ${t.af.toFixed(3)} | ${t.ratio.toFixed(3)} | ${t.lo.toFixed(3)} - ${t.hi.toFixed(3)} |`),
 ];
 fs.writeFileSync(base + '.md', md.join('\n') + '\n');
 fs.writeFileSync(base + '.json', JSON.stringify({ machine: info.cpu_model, threads: THREADS, slots: SLOTS, runs }, null, 2));

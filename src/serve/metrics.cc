@@ -64,6 +64,7 @@ constexpr FamilyInfo kFamilies[] = {
     {metric::kLoadSeconds, "Model load duration, seconds", false},
     {metric::kUnloadSeconds, "Model unload duration, seconds", false},
     {metric::kRejected, "Requests refused before they ran (busy, too long, unknown model)", false},
+    {metric::kDecodeRetries, "Batched decodes that failed and were retried one sequence at a time", false},
 };
 
 const FamilyInfo* Find(const std::string& name) {

@@ -81,6 +81,8 @@ inline constexpr const char* kUnloads = "hone_model_unloads_total";
 inline constexpr const char* kLoadSeconds = "hone_model_load_duration_seconds";
 inline constexpr const char* kUnloadSeconds = "hone_model_unload_duration_seconds";
 inline constexpr const char* kRejected = "hone_requests_rejected_total";
+// Steps whose batched decode failed and were retried one sequence at a time.
+inline constexpr const char* kDecodeRetries = "hone_decode_retries_total";
 // Info: block_size (tokens per KV cell: 1 in llama.cpp), num_gpu_blocks
 // (cells over all slots: the model-server protocol's label name, GPU or
 // not), slots.

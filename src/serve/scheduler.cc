@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 
 #include "engine/tokenizer.h"
@@ -19,6 +20,7 @@ struct Scheduler::Slot {
   size_t prefilled = 0;               // prompt tokens already in the KV cache
   engine::Token next = -1;            // sampled, not yet decoded
   int logits_index = -1;              // output of this slot in the current step
+  size_t step_from = 0;               // cached.size() when the current step began
   JobResult result;
   Clock::time_point last_token, last_used;
   bool generating() const { return job && prefilled == job->prompt.size(); }
@@ -282,6 +284,7 @@ void Scheduler::Step() {
   for (auto& sp : slots_) {
     Slot& s = *sp;
     s.logits_index = -1;
+    s.step_from = s.cached.size();
     if (!s.job) continue;
     if (s.job->cancelled()) {
       FinishSlot(s, Finish::kCancelled);
@@ -326,26 +329,59 @@ void Scheduler::Step() {
   const auto decode_start = Clock::now();
   Status decoded = batch_->Decode();
   Measure(std::chrono::duration<double>(Clock::now() - decode_start).count(), prefill_tokens, generating);
-  if (Status st = decoded; !st) {
-    for (auto& s : slots_) {
-      if (!s->job) continue;
-      session_->ClearSequence(s->id);
-      s->cached.clear();
-      FinishSlot(*s, Finish::kError, st.error().message);
-    }
+  if (!decoded) {
+    RetryAlone(decoded.error().message);
+    UpdateGauges();
     return;
   }
-  // 3. Sample where logits came out. One request's failure here (llama.cpp's
-  // grammar throws on a token it cannot accept; bad_alloc) ends that request.
-  for (auto& sp : slots_) {
-    if (!sp->job || sp->logits_index < 0) continue;
-    try {
-      OnToken(*sp, sp->sampler->Sample(*session_, sp->logits_index));
-    } catch (const std::exception& e) {
-      if (sp->job) FinishSlot(*sp, Finish::kError, std::string("sampling failed: ") + e.what());
-    }
-  }
+  // 3. Sample where logits came out.
+  for (auto& sp : slots_) Sample(*sp);
   UpdateGauges();
+}
+
+// One request's failure here (llama.cpp's grammar throws on a token it cannot
+// accept; bad_alloc) ends that request.
+void Scheduler::Sample(Slot& s) {
+  if (!s.job || s.logits_index < 0) return;
+  try {
+    OnToken(s, s.sampler->Sample(*session_, s.logits_index));
+  } catch (const std::exception& e) {
+    if (s.job) FinishSlot(s, Finish::kError, std::string("sampling failed: ") + e.what());
+  }
+}
+
+// A failed step is retried one sequence at a time, each in a batch of its
+// own, before any sequence is failed: a sequence llama.cpp cannot take (no
+// KV room for its chunk, an input it refuses) then fails alone and the
+// others go on. llama.cpp may keep the ubatches it processed before the
+// failure, so each sequence's cache is first cut back to where the step began.
+void Scheduler::RetryAlone(const std::string& error) {
+  metrics_->Add(metric::kDecodeRetries, name_);
+  int failed = 0;
+  for (auto& sp : slots_) {
+    Slot& s = *sp;
+    if (!s.job || s.cached.size() == s.step_from) continue;  // not in this step
+    const bool wants_logits = s.logits_index >= 0;
+    Status st = Status::Ok();
+    if (!session_->TruncateSequence(s.id, static_cast<int>(s.step_from)))
+      st = MakeError(ErrorCode::kInternal, "its cache could not be cut back");
+    for (size_t at = s.step_from; st && at < s.cached.size(); ++at) {
+      const bool last = wants_logits && at + 1 == s.cached.size();
+      const int idx = batch_->Add(s.id, s.cached[at], static_cast<int>(at), last);
+      if (last) s.logits_index = idx;
+    }
+    if (st) st = batch_->Decode();
+    if (!st) {
+      ++failed;
+      session_->ClearSequence(s.id);
+      s.cached.clear();
+      FinishSlot(s, Finish::kError, "decode failed: " + st.error().message);
+      continue;
+    }
+    Sample(s);
+  }
+  std::fprintf(stderr, "hone: model %s: a batched decode failed (%s); retried one sequence at a time, %d failed\n",
+               name_.c_str(), error.c_str(), failed);
 }
 
 void Scheduler::Measure(double seconds, int prefill_tokens, int generating) {

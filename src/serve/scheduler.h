@@ -114,6 +114,8 @@ class Scheduler {
   void Admit();
   void Step();
   void OnToken(Slot& s, engine::Token t);
+  void Sample(Slot& s);                     // the token from this step's logits, if it has any
+  void RetryAlone(const std::string& error);  // after a failed step
   void FinishSlot(Slot& s, Finish why, const std::string& error = "");
   void UpdateGauges();
   void Publish();  // the slots' state for Forecast, after each step

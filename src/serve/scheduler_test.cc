@@ -224,6 +224,45 @@ TEST_F(SchedulerTest, AbandonedQueuedJobsFreeTheirPlace) {
   runner->WaitAll();
 }
 
+// A step whose batched decode fails is retried one sequence at a time before
+// any sequence fails: real llama.cpp refuses the whole batch when one
+// sequence carries a token outside the vocabulary, and only that sequence
+// may fail. The stream beside it goes on, unchanged.
+TEST_F(SchedulerTest, ADecodeFailureFailsOnlyTheSequenceThatCausedIt) {
+  auto s = Make({.slots = 2, .ctx_per_slot = 256});
+  auto alone = NewJob("The little dog", 200);
+  ASSERT_EQ(*s->Submit(alone), SubmitResult::kOk);
+  const std::string expected = alone->WaitAll();
+  ASSERT_EQ(metrics_.Get(metric::kDecodeRetries, "stories"), 0);
+
+  auto good = NewJob("The little dog", 200);
+  ASSERT_EQ(*s->Submit(good), SubmitResult::kOk);
+  std::string got;
+  bool done = false;
+  while (got.empty() && !done) got += good->Take(std::chrono::milliseconds(100), &done);
+  std::vector<Token> bad_prompt = Prompt("Tom was");
+  bad_prompt.insert(bad_prompt.begin() + 1, static_cast<Token>(model_->info().n_vocab + 7));
+  engine::SamplingOptions greedy;
+  greedy.temperature = 0;
+  auto bad = std::make_shared<Job>(bad_prompt, 8, greedy, std::vector<std::string>{},
+                                   Clock::now() + std::chrono::seconds(60));
+  ASSERT_EQ(*s->Submit(bad), SubmitResult::kOk);
+  bad->WaitAll();
+  // Both were in the failed step: the good stream was still running.
+  EXPECT_EQ(good->result().finish, Finish::kNone);
+  EXPECT_EQ(bad->result().finish, Finish::kError);
+  EXPECT_NE(bad->result().error.find("decode failed"), std::string::npos) << bad->result().error;
+  got += good->WaitAll();
+  EXPECT_EQ(good->result().finish, Finish::kLength);
+  EXPECT_EQ(good->result().completion_tokens, 200);
+  EXPECT_EQ(got, expected);
+  EXPECT_GE(metrics_.Get(metric::kDecodeRetries, "stories"), 1);
+  // The slot that failed serves the next request.
+  auto after = NewJob("The little dog", 200);
+  ASSERT_EQ(*s->Submit(after), SubmitResult::kOk);
+  EXPECT_EQ(after->WaitAll(), expected);
+}
+
 TEST_F(SchedulerTest, PromptLongerThanTheSlotIsAnError) {
   auto s = Make({.slots = 1, .ctx_per_slot = 256});
   std::string text;
