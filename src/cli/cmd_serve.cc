@@ -79,6 +79,7 @@ Result<serve::PoolOptions> PoolOptionsFrom(const serve::ServeConfig& c) {
   serve::SchedulerOptions& s = p.scheduler;
   s.slots = c.slots, s.ctx_per_slot = c.ctx, s.batch = c.batch, s.prefill_chunk = c.prefill_chunk;
   s.max_queue = c.max_queue, s.threads = c.threads, s.kv_type = c.kv_type;
+  s.nice = c.inference_nice;
   auto fa = engine::ParseFlashAttn(c.flash_attn);
   if (!fa) return fa.error();
   s.flash_attn = *fa;

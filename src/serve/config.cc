@@ -94,6 +94,13 @@ const std::vector<Setting>& Settings() {
        [](ServeConfig& c, const std::string& v) { return Int("prefill-chunk", v, &c.prefill_chunk, 1); }},
       {"max-queue", "Waiting requests per model before 429/503",
        [](ServeConfig& c, const std::string& v) { return Int("max-queue", v, &c.max_queue, 0); }},
+      {"inference-nice",
+       "Niceness of the decode threads (0-19; 0 = as the server): requests, refusals and /health preempt inference",
+       [](ServeConfig& c, const std::string& v) {
+         Status st = Int("inference-nice", v, &c.inference_nice, 0);
+         if (st && c.inference_nice > 19) return Status(MakeError(ErrorCode::kInvalidArgument, "inference-nice must be 0..19"));
+         return st;
+       }},
       {"threads", "Threads (0 = physical cores)",
        [](ServeConfig& c, const std::string& v) { return Int("threads", v, &c.threads, 0); }},
       {"flash-attn", "auto, on or off",

@@ -27,6 +27,7 @@ struct ServeConfig {
   int batch = 512;          // most tokens per decode step
   int prefill_chunk = 256;  // most prompt tokens per step while others stream
   int max_queue = 64;       // waiting requests per model before 429
+  int inference_nice = 5;   // niceness of decode threads: HTTP and probes go first
   int threads = 0;          // 0 = physical cores
   std::string flash_attn = "auto";
   std::string kv_type = "f16";

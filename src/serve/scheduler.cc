@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <numeric>
 
 #include "engine/tokenizer.h"
@@ -134,6 +138,9 @@ Result<SubmitResult> Scheduler::Submit(std::shared_ptr<Job> job) {
 }
 
 void Scheduler::Loop() {
+  // Before the first decode, so the OpenMP team this thread starts inherits
+  // it. Raising one's own niceness needs no privilege; failing is harmless.
+  if (opt_.nice > 0) setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), opt_.nice);
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);

@@ -46,6 +46,10 @@ struct SchedulerOptions {
   int prefill_chunk = 256;  // most prompt tokens per step while others generate
   int max_queue = 64;       // requests that may wait while every slot is busy
   int threads = 0;          // 0 = physical cores
+  // Niceness of the decode thread and its OpenMP team (they inherit it):
+  // above 0, HTTP, probes and refusals preempt inference when it holds
+  // every core, and inference still takes all the CPU they leave.
+  int nice = 0;
   engine::FlashAttn flash_attn = engine::FlashAttn::kAuto;
   std::string kv_type = "f16";
   uint64_t memory_budget_bytes = 0;

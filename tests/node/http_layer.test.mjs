@@ -5,6 +5,7 @@
 // of these requests.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import net from 'node:net';
 import http from 'node:http';
 import zlib from 'node:zlib';
@@ -351,4 +352,40 @@ test('the deadlines restart after each answer on a kept-alive connection, and ne
   } finally {
     await own.stop();
   }
+});
+
+// Inference runs niced (--inference-nice, default 5): when decode holds every
+// core, the HTTP workers, the probes and the refusals of a burst preempt it.
+// The decode thread sets it before its first step, so its OpenMP team
+// inherits it; every other thread stays at the server's own niceness.
+test('decode threads run at --inference-nice, every other thread at the server\'s niceness', async () => {
+  const niceIn = (file) => {
+    const stat = fs.readFileSync(file, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);  // field 19: nice
+  };
+  const niceOf = (pid) => fs.readdirSync(`/proc/${pid}/task`).map((t) => niceIn(`/proc/${pid}/task/${t}/stat`));
+  const ask = (url) => fetch(url + '/v1/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ model: 'stories260K', prompt: 'Once upon a time', max_tokens: 4 }) }).then((r) => r.json());
+  await ask(server.url);
+  const nice = niceOf(server.pid);
+  const base = niceIn(`/proc/${server.pid}/stat`);  // a test run may itself be niced
+  if (base < 5) {
+    // --threads 2: the decode thread and one OpenMP worker.
+    assert.equal(nice.filter((n) => n === 5).length, 2, JSON.stringify(nice));
+    assert.equal(nice.filter((n) => n !== 5 && n !== base).length, 0, JSON.stringify(nice));
+  }
+  const plain = await startServer(['--models', modelsDir(), '--inference-nice', '0']);
+  try {
+    await ask(plain.url);
+    const all = niceOf(plain.pid);
+    assert.ok(all.every((n) => n === niceIn(`/proc/${plain.pid}/stat`)), JSON.stringify(all));
+  } finally {
+    await plain.stop();
+  }
+  const bad = spawn(HONE, ['serve', '--port', '0', '--models', modelsDir(), '--inference-nice', '20'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  bad.stderr.on('data', (d) => (err += d));
+  const code = await new Promise((r) => bad.on('exit', r));
+  assert.notEqual(code, 0);
+  assert.match(err, /inference-nice must be 0\.\.19/);
 });
