@@ -25,7 +25,10 @@ class SchedulerTest : public ::testing::Test {
   static void TearDownTestSuite() { model_.reset(); }
 
   std::unique_ptr<Scheduler> Make(SchedulerOptions o) {
-    o.threads = 2;
+    // One decode thread: CTest runs two tests at once on a 2-core machine,
+    // and two 2-thread decoders then spin in ggml's barriers waiting for each
+    // other's descheduled threads (a 200-token test took 60 s instead of 0.3).
+    o.threads = 1;
     auto s = Scheduler::Create(model_, o, &metrics_, "stories");
     EXPECT_TRUE(s.ok()) << s.error().ToString();
     return s.ok() ? std::move(*s) : nullptr;
