@@ -335,7 +335,9 @@ void Scheduler::Step() {
   ++steps_;
   const auto decode_start = Clock::now();
   Status decoded = batch_->Decode();
-  Measure(std::chrono::duration<double>(Clock::now() - decode_start).count(), prefill_tokens, generating);
+  // Only a step that ran is a measurement: a refused batch returns at once
+  // and would make prefill look nearly free to the forecast.
+  if (decoded) Measure(std::chrono::duration<double>(Clock::now() - decode_start).count(), prefill_tokens, generating);
   if (!decoded) {
     RetryAlone(decoded.error().message);
     UpdateGauges();
