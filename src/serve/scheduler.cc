@@ -558,8 +558,10 @@ void Scheduler::FinishSlot(Slot& s, Finish why, const std::string& error) {
   auto job = std::move(s.job);
   s.sampler.reset();
   s.last_used = Clock::now();
-  job->Finish(s.result);
+  // The gauges too: a client that scrapes /metrics as soon as its answer
+  // arrives must not find its finished request still running.
   UpdateGauges();
+  job->Finish(s.result);
 }
 
 void Scheduler::UpdateGauges() {

@@ -197,8 +197,14 @@ test('hostile tool lists and bodies are 400s, never a crash or a stall', async (
   // Wrongly typed optional fields read as absent, never a 500.
   const odd = await post(server.url + '/v1/messages', { model: 'tiny', max_tokens: 1, messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: 'x', is_error: 'yes' }] }] });
   assert.equal(odd.status, 200, odd.text);
-  const nullMax = await post(server.url + '/v1/responses', { model: 'tiny', input: 'hi', max_output_tokens: null, temperature: 0, text: { format: { type: 'json_object' } } });
+  // A null cap is no cap: a schema that admits only a boolean ends the answer
+  // (json_object would let a random-weight model fill the context: 2 minutes).
+  const nullMax = await post(server.url + '/v1/responses', { model: 'tiny', input: 'hi', max_output_tokens: null, temperature: 0,
+                                                             text: { format: { type: 'json_schema', name: 'b', schema: { type: 'boolean' } } } });
   assert.equal(nullMax.status, 200, nullMax.text);
+  const said = nullMax.json.output.flatMap((o) => o.content || []).map((c) => c.text).join('');
+  assert.match(said.trim(), /^(true|false)$/, nullMax.text);
+  assert.equal(nullMax.json.status, 'completed', nullMax.text);
   assert.equal((await fetch(server.url + '/health')).status, 200);
 });
 
