@@ -316,9 +316,15 @@ test('SIGTERM drains: /health 503 at once, new requests 503, short streams finis
 test('a second signal stops at once', async () => {
   const server = await startServer(['--models', modelsDir(), '--drain-timeout', '60']);
   const client = new OpenAI({ baseURL: server.url + '/v1', apiKey: 'unused', maxRetries: 0 });
-  const stream = await client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4000, stream: true });
-  const reading = (async () => { try { for await (const _ of stream); } catch {} })();
+  // Greedy, so the answer is the same 4000 tokens every run: sampled, a
+  // random-weight model sometimes stops early, and a server with nothing left
+  // to drain exits 0 before the second signal.
+  const stream = await client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4000,
+                                                       temperature: 0, stream: true });
+  let ended = false;
+  const reading = (async () => { try { for await (const _ of stream); } catch {} ended = true; })();
   await sleep(300);
+  assert.equal(ended, false, 'the stream must still run when the signals come');
   const t0 = Date.now();
   server.signal('SIGTERM');
   await sleep(200);

@@ -137,7 +137,7 @@ test('a replica that drains or dies leaves the rotation, and every request is an
     method: 'POST',
     headers: { 'Content-Type': 'application/json' },
     body: JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'tell a story' }], max_tokens: 1500,
-                           stream: true }),
+                           temperature: 0, stream: true }),  // greedy: never stops early
   });
   await sleep(200);
   victim.signal('SIGTERM');
