@@ -8,6 +8,9 @@
 #include <deque>
 
 namespace hone::route {
+namespace {
+TransportError FromCurl(int rc);
+}  // namespace
 
 const char* TransportErrorName(TransportError e) {
   switch (e) {
@@ -25,13 +28,52 @@ const char* TransportErrorName(TransportError e) {
   return "?";
 }
 
-// Shared between the caller and the client's thread.
+// Idle multi handles, each with the connections its last calls left open.
+// A call takes one for its life, so a worker that sends one request after
+// another reuses its kept-alive connection, and no two threads ever drive
+// one handle (libcurl does not share connections across threads).
+struct HttpClient::Pool {
+  std::mutex mu;
+  std::vector<CURLM*> idle;  // GUARDED_BY(mu): most recently used last
+  bool stopping = false;     // GUARDED_BY(mu): the client is gone
+
+  CURLM* Take() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!idle.empty()) {
+        CURLM* m = idle.back();
+        idle.pop_back();
+        return m;
+      }
+    }
+    CURLM* m = curl_multi_init();
+    // Room for connections to a few upstreams (a route may name several).
+    curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, 8L);
+    return m;
+  }
+  void Give(CURLM* m) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (stopping || idle.size() >= 256) {
+      curl_multi_cleanup(m);
+      return;
+    }
+    idle.push_back(m);
+  }
+  ~Pool() {
+    for (CURLM* m : idle) curl_multi_cleanup(m);
+  }
+};
+
+// One call. The thread that reads it drives its transfer (Pump), so a
+// request costs no hand-off to another thread and back.
 struct HttpCall::Impl {
   HttpSpec spec;
+  std::shared_ptr<HttpClient::Pool> pool;
   std::atomic<bool> cancelled{false};
+  // Serializes pumping: one reader at a time drives the transfer.
   mutable std::mutex mu;
-  std::condition_variable cv;
-  // GUARDED_BY(mu): the fields below.
+  // GUARDED_BY(mu): the fields below. The callbacks run inside Pump, which
+  // holds mu.
   int status = 0;
   bool headers_done = false;
   std::map<std::string, std::string> headers;  // lower-case names
@@ -39,36 +81,104 @@ struct HttpCall::Impl {
   bool done = false;
   TransportError error = TransportError::kNone;
   std::string error_text;
-  // Loop thread only.
+  CURLM* multi = nullptr;  // null once the transfer is over
   CURL* easy = nullptr;
   curl_slist* header_list = nullptr;
-  Clock::time_point started, last_byte;
+  Clock::time_point started, last_byte, idle_from;
   bool got_body = false;
-  std::string header_line;
+  bool handed_data = false;  // the last read returned bytes
 
-  void Finish(TransportError e, std::string text) {
+  ~Impl() {
     std::lock_guard<std::mutex> lock(mu);
+    Finish(TransportError::kCancelled, "cancelled by the client");
+  }
+
+  // Ends the call and gives the multi handle back. A transfer removed before
+  // its end closes its connection, so the upstream sees the client leave.
+  void Finish(TransportError e, std::string text) {
+    if (multi) {
+      curl_multi_remove_handle(multi, easy);
+      curl_easy_cleanup(easy);
+      curl_slist_free_all(header_list);
+      pool->Give(multi);
+      multi = nullptr;
+      easy = nullptr;
+      header_list = nullptr;
+    }
     if (done) return;
     done = true;
     headers_done = true;
     error = e;
     error_text = std::move(text);
-    cv.notify_all();
   }
+
+  // Drives the transfer until ready() holds, the call ends, or the deadline.
+  template <typename Ready>
+  void Pump(std::unique_lock<std::mutex>& lock, Clock::time_point deadline, Ready ready);
 };
+
+namespace {
+
+double Secs(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+template <typename Ready>
+void HttpCall::Impl::Pump(std::unique_lock<std::mutex>&, Clock::time_point deadline, Ready ready) {
+  // The time a reader spends elsewhere after taking bytes (writing them to a
+  // slow client) is not the upstream's idleness: bytes sent meanwhile wait
+  // in the socket. Reads that found nothing do count, however short each.
+  if (handed_data) {
+    idle_from = Clock::now();
+    handed_data = false;
+  }
+  for (;;) {
+    if (ready() || done) return;
+    bool stopping;
+    {
+      std::lock_guard<std::mutex> plock(pool->mu);
+      stopping = pool->stopping;
+    }
+    if (stopping) return Finish(TransportError::kCancelled, "client shut down");
+    if (cancelled.load()) return Finish(TransportError::kCancelled, "cancelled by the client");
+    int running = 0;
+    curl_multi_perform(multi, &running);
+    int left = 0;
+    while (CURLMsg* m = curl_multi_info_read(multi, &left)) {
+      if (m->msg != CURLMSG_DONE) continue;
+      const CURLcode rc = m->data.result;
+      return Finish(cancelled.load() ? TransportError::kCancelled : FromCurl(rc),
+                    rc == CURLE_OK ? "" : curl_easy_strerror(rc));
+    }
+    if (ready()) return;
+    const auto now = Clock::now();
+    if (!got_body && Secs(now - started) > spec.first_byte_timeout_s)
+      return Finish(TransportError::kTimeout,
+                    "no response byte within " + std::to_string(static_cast<int>(spec.first_byte_timeout_s)) + " s");
+    if (got_body && Secs(now - std::max(last_byte, idle_from)) > spec.idle_timeout_s)
+      return Finish(TransportError::kTimeout,
+                    "stream idle for over " + std::to_string(static_cast<int>(spec.idle_timeout_s)) + " s");
+    if (now >= deadline) return;
+    // In slices: a cancel from another thread and the timeouts above are
+    // looked at again within 50 ms.
+    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
+    curl_multi_poll(multi, nullptr, 0, static_cast<int>(std::min<int64_t>(wait, 50)), nullptr);
+  }
+}
 
 int HttpCall::WaitStatus(Clock::time_point deadline) {
   std::unique_lock<std::mutex> lock(impl_->mu);
-  impl_->cv.wait_until(lock, deadline, [&] { return impl_->headers_done; });
+  impl_->Pump(lock, deadline, [&] { return impl_->headers_done; });
   return impl_->headers_done ? impl_->status : 0;
 }
 
 HttpCall::Read HttpCall::Next(Clock::time_point deadline, std::string* out) {
   std::unique_lock<std::mutex> lock(impl_->mu);
-  impl_->cv.wait_until(lock, deadline, [&] { return !impl_->pending.empty() || impl_->done; });
+  impl_->Pump(lock, deadline, [&] { return !impl_->pending.empty(); });
   if (!impl_->pending.empty()) {
     out->swap(impl_->pending);
     impl_->pending.clear();
+    impl_->handed_data = true;
     return Read::kData;
   }
   return impl_->done ? Read::kEnd : Read::kIdle;
@@ -91,7 +201,12 @@ std::string HttpCall::ReadAll(Clock::time_point deadline, size_t max_bytes) {
 }
 
 void HttpCall::Cancel() {
-  if (impl_) impl_->cancelled.store(true);
+  if (!impl_) return;
+  impl_->cancelled.store(true);
+  // Close the connection now, unless another thread is pumping the call:
+  // that one sees the flag within its 50 ms slice.
+  std::unique_lock<std::mutex> lock(impl_->mu, std::try_to_lock);
+  if (lock.owns_lock()) impl_->Finish(TransportError::kCancelled, "cancelled by the client");
 }
 
 bool HttpCall::done() const {
@@ -122,9 +237,7 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
   if (c->cancelled.load()) return 0;  // aborts the transfer
   c->got_body = true;
   c->last_byte = Clock::now();
-  std::lock_guard<std::mutex> lock(c->mu);
   c->pending.append(data, size * n);
-  c->cv.notify_all();
   return size * n;
 }
 
@@ -133,17 +246,13 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) {
   std::string line(data, size * n);
   c->last_byte = Clock::now();
   while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
-  std::lock_guard<std::mutex> lock(c->mu);
   if (line.rfind("HTTP/", 0) == 0) {  // a status line (again after a 100 Continue)
     size_t sp = line.find(' ');
     c->status = sp == std::string::npos ? 0 : std::atoi(line.c_str() + sp + 1);
     c->headers.clear();
     c->headers_done = false;
   } else if (line.empty()) {
-    if (c->status >= 200) {
-      c->headers_done = true;
-      c->cv.notify_all();
-    }
+    if (c->status >= 200) c->headers_done = true;
   } else if (size_t colon = line.find(':'); colon != std::string::npos) {
     std::string name = line.substr(0, colon);
     std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return std::tolower(ch); });
@@ -154,8 +263,8 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) {
   return size * n;
 }
 
-TransportError FromCurl(CURLcode rc) {
-  switch (rc) {
+TransportError FromCurl(int code) {
+  switch (static_cast<CURLcode>(code)) {
     case CURLE_OK:
       return TransportError::kNone;
     case CURLE_OPERATION_TIMEDOUT:
@@ -176,152 +285,57 @@ TransportError FromCurl(CURLcode rc) {
 
 }  // namespace
 
-struct HttpClient::Loop {
-  CURLM* multi = nullptr;
-  std::thread thread;
-  std::mutex mu;
-  std::deque<std::shared_ptr<HttpCall::Impl>> incoming;  // GUARDED_BY(mu)
-  bool stopping = false;                                 // GUARDED_BY(mu)
-  std::vector<std::shared_ptr<HttpCall::Impl>> active;   // loop thread only
-
-  void Add(const std::shared_ptr<HttpCall::Impl>& c) {
-    CURL* e = curl_easy_init();
-    c->easy = e;
-    c->started = c->last_byte = Clock::now();
-    const HttpSpec& s = c->spec;
-    curl_easy_setopt(e, CURLOPT_URL, s.url.c_str());
-    curl_easy_setopt(e, CURLOPT_PRIVATE, c.get());
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(s.connect_timeout_s * 1000));
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(s.total_timeout_s * 1000));
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &OnBody);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, c.get());
-    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &OnHeader);
-    curl_easy_setopt(e, CURLOPT_HEADERDATA, c.get());
-    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
-    // Behind a proxy, "HTTP/1.1 200 Connection established" and its blank
-    // line are not the upstream's answer.
-    curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
-    // No Accept-Encoding: a server that gzips a token stream holds tokens
-    // back in its compressor, which costs the client its time to first token.
-    if (!s.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, s.ca_file.c_str());
-    if (s.method == "POST") {
-      curl_easy_setopt(e, CURLOPT_POST, 1L);
-      curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(s.body.size()));
-      curl_easy_setopt(e, CURLOPT_POSTFIELDS, s.body.data());  // the spec outlives the transfer
-    }
-    for (const std::string& h : s.headers) c->header_list = curl_slist_append(c->header_list, h.c_str());
-    // No "Expect: 100-continue" round trip before a large body.
-    c->header_list = curl_slist_append(c->header_list, "Expect:");
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->header_list);
-    curl_multi_add_handle(multi, e);
-    active.push_back(c);
-  }
-
-  void Remove(const std::shared_ptr<HttpCall::Impl>& c) {
-    curl_multi_remove_handle(multi, c->easy);
-    curl_easy_cleanup(c->easy);
-    curl_slist_free_all(c->header_list);
-    c->easy = nullptr;
-    c->header_list = nullptr;
-  }
-
-  // Timeouts libcurl does not have, and cancellations.
-  void Police() {
-    const auto now = Clock::now();
-    for (size_t i = 0; i < active.size();) {
-      auto& c = active[i];
-      auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
-      TransportError why = TransportError::kNone;
-      std::string text;
-      if (c->cancelled.load()) {
-        why = TransportError::kCancelled;
-        text = "cancelled by the client";
-      } else if (!c->got_body && secs(now - c->started) > c->spec.first_byte_timeout_s) {
-        why = TransportError::kTimeout;
-        text = "no response byte within " + std::to_string(static_cast<int>(c->spec.first_byte_timeout_s)) +
-               " s";
-      } else if (c->got_body && secs(now - c->last_byte) > c->spec.idle_timeout_s) {
-        why = TransportError::kTimeout;
-        text = "stream idle for over " + std::to_string(static_cast<int>(c->spec.idle_timeout_s)) + " s";
-      }
-      if (why != TransportError::kNone) {
-        Remove(c);
-        c->Finish(why, text);
-        active.erase(active.begin() + i);
-      } else {
-        ++i;
-      }
-    }
-  }
-
-  void Run() {
-    for (;;) {
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (stopping) break;
-        while (!incoming.empty()) {
-          Add(incoming.front());
-          incoming.pop_front();
-        }
-      }
-      int running = 0;
-      curl_multi_perform(multi, &running);
-      int left = 0;
-      while (CURLMsg* m = curl_multi_info_read(multi, &left)) {
-        if (m->msg != CURLMSG_DONE) continue;
-        HttpCall::Impl* raw = nullptr;
-        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, &raw);
-        auto it = std::find_if(active.begin(), active.end(), [&](auto& c) { return c.get() == raw; });
-        if (it == active.end()) continue;
-        std::shared_ptr<HttpCall::Impl> c = *it;
-        active.erase(it);
-        CURLcode rc = m->data.result;
-        std::string text = rc == CURLE_OK ? "" : curl_easy_strerror(rc);
-        TransportError e = c->cancelled.load() ? TransportError::kCancelled : FromCurl(rc);
-        Remove(c);
-        c->Finish(e, text);
-      }
-      Police();
-      curl_multi_poll(multi, nullptr, 0, 50, nullptr);
-    }
-    for (auto& c : active) {
-      Remove(c);
-      c->Finish(TransportError::kCancelled, "client shut down");
-    }
-    active.clear();
-  }
-};
-
-HttpClient::HttpClient() : loop_(std::make_unique<Loop>()) {
+HttpClient::HttpClient() : pool_(std::make_shared<Pool>()) {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-  loop_->multi = curl_multi_init();
-  loop_->thread = std::thread([this] { loop_->Run(); });
 }
 
 HttpClient::~HttpClient() {
-  {
-    std::lock_guard<std::mutex> lock(loop_->mu);
-    loop_->stopping = true;
-  }
-  curl_multi_wakeup(loop_->multi);
-  loop_->thread.join();
-  std::lock_guard<std::mutex> lock(loop_->mu);
-  for (auto& c : loop_->incoming) c->Finish(TransportError::kCancelled, "client shut down");
-  curl_multi_cleanup(loop_->multi);
+  std::lock_guard<std::mutex> lock(pool_->mu);
+  pool_->stopping = true;
 }
 
 std::unique_ptr<HttpCall> HttpClient::Start(HttpSpec spec) {
-  auto impl = std::make_shared<HttpCall::Impl>();
-  impl->spec = std::move(spec);
-  {
-    std::lock_guard<std::mutex> lock(loop_->mu);
-    loop_->incoming.push_back(impl);
+  auto c = std::make_shared<HttpCall::Impl>();
+  c->spec = std::move(spec);
+  c->pool = pool_;
+  CURL* e = curl_easy_init();
+  c->easy = e;
+  c->started = c->last_byte = Clock::now();
+  const HttpSpec& s = c->spec;
+  curl_easy_setopt(e, CURLOPT_URL, s.url.c_str());
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(s.connect_timeout_s * 1000));
+  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(s.total_timeout_s * 1000));
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &OnBody);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, c.get());
+  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &OnHeader);
+  curl_easy_setopt(e, CURLOPT_HEADERDATA, c.get());
+  curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+  // Behind a proxy, "HTTP/1.1 200 Connection established" and its blank
+  // line are not the upstream's answer.
+  curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
+  // No Accept-Encoding: a server that gzips a token stream holds tokens
+  // back in its compressor, which costs the client its time to first token.
+  if (!s.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, s.ca_file.c_str());
+  if (s.method == "POST") {
+    curl_easy_setopt(e, CURLOPT_POST, 1L);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(s.body.size()));
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, s.body.data());  // the spec outlives the transfer
   }
-  curl_multi_wakeup(loop_->multi);
+  for (const std::string& h : s.headers) c->header_list = curl_slist_append(c->header_list, h.c_str());
+  // No "Expect: 100-continue" round trip before a large body.
+  c->header_list = curl_slist_append(c->header_list, "Expect:");
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->header_list);
+  c->multi = pool_->Take();
+  curl_multi_add_handle(c->multi, e);
+  {
+    // The request goes out now, on the caller's thread.
+    std::unique_lock<std::mutex> lock(c->mu);
+    c->Pump(lock, Clock::now(), [] { return false; });
+  }
   auto call = std::unique_ptr<HttpCall>(new HttpCall());
-  call->impl_ = impl;
+  call->impl_ = std::move(c);
   return call;
 }
 
