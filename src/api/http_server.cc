@@ -250,6 +250,10 @@ HttpServer::HttpServer(const serve::ServeConfig& config, std::vector<std::string
   // keep-alive connection is closed after 5 s (httplib's default).
   http_->set_read_timeout(config_.read_timeout, 0);
   http_->set_write_timeout(60, 0);
+  // httplib closes a kept-alive connection after 100 requests: a gateway in
+  // front would reconnect every 100th request. The idle timeout and
+  // --max-connections bound what a connection holds.
+  http_->set_keep_alive_max_count(100000);
   Routes();
   if (probe_http_) ProbeRoutes();
 }
