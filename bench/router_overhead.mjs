@@ -5,9 +5,9 @@
 // (npm @portkey-ai/gateway, bench/node), interleaved in rounds, serially and at
 // 8 and 64 concurrent clients, on the same machine in the same run.
 //
-// Usage: node bench/router_overhead.mjs [--requests 400] [--rounds 3] [--concurrency 1,8,64]
+// Usage: node bench/router_overhead.mjs [--requests 400] [--rounds 3] [--concurrency 1,8,64] [--wrk-seconds 5]
 // Writes bench/results/router_overhead-<host>-<date>.{md,json}.
-import { spawn, execFileSync } from 'node:child_process';
+import { spawn, execFile, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -22,6 +22,7 @@ const REQUESTS = Number(arg('requests', 400));
 const ROUNDS = Number(arg('rounds', 3));
 const LEVELS = arg('concurrency', '1,8,64').split(',').map(Number);
 const HONE = arg('hone', path.join(root, 'build/hone'));
+const WRK_SECONDS = Number(arg('wrk-seconds', 5));  // 0: no wrk rounds
 
 function freePort() {
   return 20000 + Math.floor(Math.random() * 20000);
@@ -64,6 +65,30 @@ async function load(target, n, conc) {
     }
   }));
   return { lat, seconds: (performance.now() - t0) / 1000, failed };
+}
+
+// The serial figures again with wrk (Debian's package), a C client: Node's
+// fetch spends ~0.5 ms of CPU per request on the same 2 cores, which the
+// routers then wait for. wrk's numbers are the routers' own.
+function haveWrk() {
+  try {
+    execFileSync('wrk', ['--version'], { stdio: 'ignore' });
+    return true;
+  } catch (e) {
+    return e.status !== undefined && e.code !== 'ENOENT';  // wrk --version exits 1
+  }
+}
+// Asynchronous: the fake upstream answers from this process's event loop.
+async function wrkSerial(target, seconds, dir) {
+  const body = JSON.stringify({ model: target.model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 });
+  const lua = path.join(dir, `wrk-${target.model}-${Object.keys(target.headers).length}.lua`);
+  fs.writeFileSync(lua, `wrk.method = "POST"\nwrk.body = ${JSON.stringify(body)}\n` +
+    Object.entries(target.headers).map(([k, v]) => `wrk.headers[${JSON.stringify(k)}] = ${JSON.stringify(v)}`).join('\n') +
+    '\ndone = function(summary, latency, requests)\n  io.write(string.format("JSON {\\"p50_us\\": %d, \\"p99_us\\": %d, \\"requests\\": %d, \\"errors\\": %d}\\n", ' +
+    'latency:percentile(50), latency:percentile(99), summary.requests, summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout))\nend\n');
+  const out = await new Promise((resolve, reject) =>
+    execFile('wrk', ['-t1', '-c1', `-d${seconds}s`, '-s', lua, target.url], (err, stdout) => (err ? reject(err) : resolve(stdout))));
+  return JSON.parse(/^JSON (.*)$/m.exec(out)[1]);
 }
 
 const up = await startFakeUpstream();
@@ -119,16 +144,45 @@ try {
       p50_ms: pct(lat, 0.5), p99_ms: pct(lat, 0.99), req_per_s: tput[k].reduce((a, b) => a + b, 0) / tput[k].length,
       req_per_s_rounds: tput[k], failed: failed[k], n: lat.length }]));
   }
+  // wrk, one connection, interleaved rounds of WRK_SECONDS per path.
+  let wrk = null;
+  if (WRK_SECONDS > 0 && haveWrk()) {
+    wrk = { seconds: WRK_SECONDS, rounds: ROUNDS, runs: { direct: [], hone: [], portkey: [] } };
+    for (let round = 0; round < ROUNDS; ++round) {
+      const names = Object.keys(targets);
+      if (round % 2) names.reverse();
+      for (const name of names) {
+        const r = await wrkSerial(targets[name], WRK_SECONDS, tmp);
+        wrk.runs[name].push(r);
+        process.stderr.write(`wrk round ${round + 1} ${name}: p50 ${r.p50_us} us, p99 ${r.p99_us} us\n`);
+      }
+    }
+    // Each round's own difference from direct, then the mean and spread over rounds.
+    const stat = (xs) => {
+      const m = xs.reduce((a, b) => a + b, 0) / xs.length;
+      const sd = Math.sqrt(xs.reduce((a, b) => a + (b - m) ** 2, 0) / Math.max(1, xs.length - 1));
+      return { mean: m, ci95: xs.length > 1 ? (2.0 * sd) / Math.sqrt(xs.length) : 0 };
+    };
+    wrk.added = {};
+    for (const name of ['hone', 'portkey']) {
+      wrk.added[name] = {
+        p50_us: stat(wrk.runs[name].map((r, i) => r.p50_us - wrk.runs.direct[i].p50_us)),
+        p99_us: stat(wrk.runs[name].map((r, i) => r.p99_us - wrk.runs.direct[i].p99_us)),
+      };
+    }
+  } else if (WRK_SECONDS > 0) {
+    process.stderr.write('wrk not found (apt-get install wrk): the C-client serial figures are skipped\n');
+  }
   const host = os.hostname().split('.')[0];
   const stamp = new Date().toISOString().replace(/[-:]/g, '').slice(0, 13).replace('T', '-');
   const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
   const out = { benchmark: 'router overhead: direct vs hone serve vs Portkey gateway 1.15.2', date: new Date().toISOString(),
-                machine: { cpu, cores: os.cpus().length }, requests_per_round: REQUESTS, rounds: ROUNDS, results };
+                machine: { cpu, cores: os.cpus().length }, requests_per_round: REQUESTS, rounds: ROUNDS, results, wrk };
   const base = path.join(root, 'bench/results', `router_overhead-${host}-${stamp}`);
   fs.writeFileSync(base + '.json', JSON.stringify(out, null, 2));
   const md = [`# ${out.benchmark}`, '', `- date: ${out.date}`, `- machine: ${cpu}, ${os.cpus().length} CPUs (the upstream, the routers and the client share them)`,
     `- ${ROUNDS} interleaved rounds of ${REQUESTS} non-streamed chat requests per path and concurrency; upstream: tests/node/fake_upstream.mjs (timers only)`,
-    `- command: \`node bench/router_overhead.mjs --requests ${REQUESTS} --rounds ${ROUNDS} --concurrency ${LEVELS.join(',')}\``, '',
+    `- command: \`node bench/router_overhead.mjs --requests ${REQUESTS} --rounds ${ROUNDS} --concurrency ${LEVELS.join(',')} --wrk-seconds ${WRK_SECONDS}\``, '',
     '| clients | path | p50 ms | p99 ms | added p50 ms | added p99 ms | req/s | vs direct | failed |', '|---|---|---|---|---|---|---|---|---|'];
   for (const c of LEVELS) {
     const d = results[c].direct;
@@ -137,6 +191,17 @@ try {
       md.push(`| ${c} | ${name === 'hone' ? 'hone serve' : name === 'portkey' ? 'Portkey gateway' : 'direct'} | ${r.p50_ms.toFixed(2)} | ${r.p99_ms.toFixed(2)} | ` +
               `${name === 'direct' ? '-' : (r.p50_ms - d.p50_ms).toFixed(2)} | ${name === 'direct' ? '-' : (r.p99_ms - d.p99_ms).toFixed(2)} | ` +
               `${r.req_per_s.toFixed(0)} | ${(r.req_per_s / d.req_per_s).toFixed(2)}x | ${r.failed} |`);
+    }
+  }
+  if (wrk) {
+    md.push('', `Serially with wrk (a C client, 1 connection), ${ROUNDS} interleaved rounds of ${WRK_SECONDS} s per path; ` +
+            'added = each round\'s difference from direct, mean ± 95% CI over the rounds:', '',
+            '| path | p50 us (rounds) | p99 us (rounds) | added p50 us | added p99 us | errors |', '|---|---|---|---|---|---|');
+    for (const name of ['direct', 'hone', 'portkey']) {
+      const runs = wrk.runs[name], a = wrk.added[name];
+      md.push(`| ${name === 'hone' ? 'hone serve' : name === 'portkey' ? 'Portkey gateway' : 'direct'} | ${runs.map((r) => r.p50_us).join(', ')} | ` +
+              `${runs.map((r) => r.p99_us).join(', ')} | ${a ? `${a.p50_us.mean.toFixed(0)} ± ${a.p50_us.ci95.toFixed(0)}` : '-'} | ` +
+              `${a ? `${a.p99_us.mean.toFixed(0)} ± ${a.p99_us.ci95.toFixed(0)}` : '-'} | ${runs.reduce((x, r) => x + r.errors, 0)} |`);
     }
   }
   fs.writeFileSync(base + '.md', md.join('\n') + '\n');
