@@ -33,9 +33,9 @@ const char* TransportErrorName(TransportError e) {
 // another reuses its kept-alive connection, and no two threads ever drive
 // one handle (libcurl does not share connections across threads).
 struct HttpClient::Pool {
+  std::atomic<bool> stopping{false};  // the client is gone
   std::mutex mu;
   std::vector<CURLM*> idle;  // GUARDED_BY(mu): most recently used last
-  bool stopping = false;     // GUARDED_BY(mu): the client is gone
 
   CURLM* Take() {
     {
@@ -47,17 +47,21 @@ struct HttpClient::Pool {
       }
     }
     CURLM* m = curl_multi_init();
+    if (!m) return nullptr;
     // Room for connections to a few upstreams (a route may name several).
     curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, 8L);
     return m;
   }
   void Give(CURLM* m) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (stopping || idle.size() >= 256) {
-      curl_multi_cleanup(m);
-      return;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      // A bound on idle sockets nobody drives (a closed one is found on reuse).
+      if (!stopping.load() && idle.size() < 64) {
+        idle.push_back(m);
+        return;
+      }
     }
-    idle.push_back(m);
+    curl_multi_cleanup(m);  // outside the lock: closing TLS connections takes time
   }
   ~Pool() {
     for (CURLM* m : idle) curl_multi_cleanup(m);
@@ -134,12 +138,7 @@ void HttpCall::Impl::Pump(std::unique_lock<std::mutex>&, Clock::time_point deadl
   }
   for (;;) {
     if (ready() || done) return;
-    bool stopping;
-    {
-      std::lock_guard<std::mutex> plock(pool->mu);
-      stopping = pool->stopping;
-    }
-    if (stopping) return Finish(TransportError::kCancelled, "client shut down");
+    if (pool->stopping.load()) return Finish(TransportError::kCancelled, "client shut down");
     if (cancelled.load()) return Finish(TransportError::kCancelled, "cancelled by the client");
     int running = 0;
     curl_multi_perform(multi, &running);
@@ -290,10 +289,7 @@ HttpClient::HttpClient() : pool_(std::make_shared<Pool>()) {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
-HttpClient::~HttpClient() {
-  std::lock_guard<std::mutex> lock(pool_->mu);
-  pool_->stopping = true;
-}
+HttpClient::~HttpClient() { pool_->stopping.store(true); }
 
 std::unique_ptr<HttpCall> HttpClient::Start(HttpSpec spec) {
   auto c = std::make_shared<HttpCall::Impl>();
@@ -328,9 +324,17 @@ std::unique_ptr<HttpCall> HttpClient::Start(HttpSpec spec) {
   c->header_list = curl_slist_append(c->header_list, "Expect:");
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->header_list);
   c->multi = pool_->Take();
-  curl_multi_add_handle(c->multi, e);
-  {
-    // The request goes out now, on the caller's thread.
+  if (!c->multi) {
+    std::lock_guard<std::mutex> lock(c->mu);
+    curl_easy_cleanup(e);
+    curl_slist_free_all(c->header_list);
+    c->easy = nullptr;
+    c->header_list = nullptr;
+    c->Finish(TransportError::kConnect, "libcurl could not make a multi handle");
+  } else {
+    curl_multi_add_handle(c->multi, e);
+    // The transfer starts now, on the caller's thread (a kept-alive
+    // connection: the request is sent; a new one: the connect begins).
     std::unique_lock<std::mutex> lock(c->mu);
     c->Pump(lock, Clock::now(), [] { return false; });
   }

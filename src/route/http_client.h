@@ -69,7 +69,9 @@ class HttpClient {
   ~HttpClient();  // every call still in flight ends, cancelled, at its next read
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
-  // Sends the request before it returns; the answer is read from the call.
+  // Starts the transfer on the caller's thread (on a kept-alive connection
+  // the request is sent before it returns); the reader of the call drives
+  // the rest: timeouts advance only while someone reads it.
   std::unique_ptr<HttpCall> Start(HttpSpec spec);
 
   struct Pool;  // kept-alive connections (http_client.cc)

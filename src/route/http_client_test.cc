@@ -87,6 +87,10 @@ class Upstream {
         return true;
       });
     });
+    // The client's port: the same one twice means a kept-alive connection.
+    server_.Get("/port", [](const httplib::Request& req, httplib::Response& res) {
+      res.set_content(std::to_string(req.remote_port), "text/plain");
+    });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
   }
@@ -261,6 +265,78 @@ TEST(HttpClient, TlsWithASelfSignedCaFromTheConfig) {
   EXPECT_EQ(untrusted->error(), TransportError::kConnect) << untrusted->error_text();
   kill(pid, SIGTERM);
   waitpid(pid, nullptr, 0);
+}
+
+TEST(HttpClient, SequentialCallsReuseOneKeptAliveConnection) {
+  Upstream up;
+  HttpClient client;
+  std::string ports[3];
+  for (auto& p : ports) {
+    auto call = client.Start(Get(up.Url("/port")));
+    ASSERT_EQ(call->WaitStatus(Clock::now() + 5s), 200);
+    p = call->ReadAll(Clock::now() + 5s);
+    EXPECT_EQ(call->error(), TransportError::kNone);
+  }
+  EXPECT_FALSE(ports[0].empty());
+  EXPECT_EQ(ports[0], ports[1]);
+  EXPECT_EQ(ports[1], ports[2]);
+}
+
+TEST(HttpClient, CallsOnSeveralThreadsAtOnceEachGetTheirAnswer) {
+  Upstream up;
+  HttpClient client;
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 10; ++i) {
+        auto call = client.Start(Get(up.Url("/stream")));
+        if (call->WaitStatus(Clock::now() + 5s) != 200) continue;
+        if (call->ReadAll(Clock::now() + 5s) == "data: 0\n\ndata: 1\n\ndata: 2\n\n" &&
+            call->error() == TransportError::kNone)
+          ++ok;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 80);
+}
+
+TEST(HttpClient, ACancelFromAnotherThreadEndsAReadInProgress) {
+  Upstream up;
+  HttpClient client;
+  auto call = client.Start(Get(up.Url("/endless")));
+  ASSERT_EQ(call->WaitStatus(Clock::now() + 5s), 200);
+  std::atomic<bool> ended{false};
+  std::thread reader([&] {
+    std::string piece;
+    while (call->Next(Clock::now() + 100ms, &piece) != HttpCall::Read::kEnd) piece.clear();
+    ended = true;
+  });
+  std::this_thread::sleep_for(200ms);
+  const auto t0 = Clock::now();
+  call->Cancel();
+  while (!ended && Clock::now() - t0 < 2s) std::this_thread::sleep_for(5ms);
+  EXPECT_TRUE(ended.load()) << "the reader still pumps a cancelled call";
+  EXPECT_LT(Clock::now() - t0, 1s);
+  reader.join();
+  EXPECT_EQ(call->error(), TransportError::kCancelled);
+  for (int i = 0; i < 100 && !up.client_left(); ++i) std::this_thread::sleep_for(20ms);
+  EXPECT_TRUE(up.client_left());
+}
+
+TEST(HttpClient, ACallOutlivingItsClientEndsCancelledAtItsNextRead) {
+  Upstream up;
+  auto client = std::make_unique<HttpClient>();
+  auto call = client->Start(Get(up.Url("/endless")));
+  ASSERT_EQ(call->WaitStatus(Clock::now() + 5s), 200);
+  client.reset();
+  std::string piece;
+  HttpCall::Read r;
+  while ((r = call->Next(Clock::now() + 1s, &piece)) == HttpCall::Read::kData) piece.clear();
+  EXPECT_EQ(r, HttpCall::Read::kEnd);
+  EXPECT_EQ(call->error(), TransportError::kCancelled);
+  EXPECT_EQ(call->error_text(), "client shut down");
 }
 
 }  // namespace

@@ -395,19 +395,22 @@ Result<std::unique_ptr<serve::Completion>> RemoteBackend::StartAttempt(const ser
   if (!status && call->done()) status = call->WaitStatus(Clock::now());
   info->http_status = status;
   if (status == 0) {
+    // Read how the call ended before cancelling it: a cancel ends it too.
+    const bool ended = call->done();
+    const std::string why = call->error_text();
+    const bool timeout = call->error() == TransportError::kTimeout || !ended;
     call->Cancel();
-    const bool timeout = call->error() == TransportError::kTimeout || !call->done();
     info->outcome = timeout ? Outcome::kTimeout : Outcome::kConnect;
     // Cut short by the route's deadline, not by this upstream's own timeout:
     // no verdict on the upstream.
     const bool cut_by_route =
-        !call->done() && Clock::now() >= route_deadline &&
+        !ended && Clock::now() >= route_deadline &&
         route_deadline < start + std::chrono::duration_cast<Clock::duration>(
                                      std::chrono::duration<double>(config_.first_byte_timeout_s));
     if (!cut_by_route) breaker_.Failure();
     return MakeError(timeout ? ErrorCode::kTimeout : ErrorCode::kUpstream,
                      where + (timeout ? ": no response in time" : ": cannot connect") +
-                         (call->error_text().empty() ? "" : " (" + call->error_text() + ")"));
+                         (!ended || why.empty() ? "" : " (" + why + ")"));
   }
   info->outcome = ClassifyStatus(status);
   if (info->outcome != Outcome::kOk) {
