@@ -4,7 +4,8 @@
 #   1. ASan + UBSan build (build-asan/, also holding the libFuzzer targets
 #      bench/fuzz.sh runs): every unit test, and the node client tests
 #      (official openai, ollama, @anthropic-ai/sdk clients) against its hone.
-#   2. TSan build (build-tsan/): the scheduler and model-pool tests.
+#   2. TSan build (build-tsan/): the scheduler and model-pool tests, and the
+#      upstream HTTP client's (each call is driven by whichever thread reads it).
 # llama.cpp itself stays the uninstrumented pinned build: these check hone.
 #
 # Usage: scripts/sanitize.sh [asan|tsan|all]   (JOBS may be set)
@@ -89,19 +90,25 @@ if [ "$WHAT" = asan ] || [ "$WHAT" = all ]; then
 fi
 
 if [ "$WHAT" = tsan ] || [ "$WHAT" = all ]; then
-  echo "[sanitize] TSan build in build-tsan (scheduler and pool tests)" >&2
+  echo "[sanitize] TSan build in build-tsan (scheduler, pool and HTTP client tests)" >&2
   configure build-tsan "-fsanitize=thread"
-  cmake --build build-tsan -j "$JOBS" --target serve_tests >"$LOG_DIR/tsan-build.log" 2>&1 ||
+  cmake --build build-tsan -j "$JOBS" --target serve_tests route_tests >"$LOG_DIR/tsan-build.log" 2>&1 ||
     { tail -30 "$LOG_DIR/tsan-build.log"; exit 1; }
   set +e
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp" \
     build-tsan/tests/serve_tests --gtest_filter='SchedulerTest.*:ModelPoolTest.*' >"$LOG_DIR/tsan.log" 2>&1
   rc=$?
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp" \
+    build-tsan/tests/route_tests --gtest_filter='HttpClient.*' >"$LOG_DIR/tsan-route.log" 2>&1
+  rc_route=$?
   set -e
   summary=$(grep -E "^\[  (PASSED|FAILED)  \]" "$LOG_DIR/tsan.log" | tr '\n' ' ' || true)
   races=$(grep -c "WARNING: ThreadSanitizer" "$LOG_DIR/tsan.log" || true)
   row "TSan" "serve_tests: SchedulerTest.*, ModelPoolTest.*" "${summary:-no summary}; reports: $races" "$LOG_DIR/tsan.log"
-  [ $rc -eq 0 ] || FAILED=1
+  summary=$(grep -E "^\[  (PASSED|FAILED)  \]" "$LOG_DIR/tsan-route.log" | tr '\n' ' ' || true)
+  races=$(grep -c "WARNING: ThreadSanitizer" "$LOG_DIR/tsan-route.log" || true)
+  row "TSan" "route_tests: HttpClient.*" "${summary:-no summary}; reports: $races" "$LOG_DIR/tsan-route.log"
+  [ $rc -eq 0 ] && [ $rc_route -eq 0 ] || FAILED=1
 fi
 
 echo >>"$OUT"
