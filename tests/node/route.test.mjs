@@ -63,6 +63,7 @@ function config() {
     upstream('slow', fake, [keys, 'first_byte_timeout = "500ms"', NO_BREAKER]),
     upstream('mapped', fake, [keys, 'models = { "alias-m" = "vendor-m" }', NO_BREAKER]),
     upstream('flaky', fake, [keys, 'breaker = { consecutive_failures = 2, failure_rate = 1.0, min_volume = 100000, cooldown = "1s" }']),
+    upstream('cutoff', fake, [keys, 'breaker = { consecutive_failures = 2, failure_rate = 1.0, min_volume = 100000, cooldown = "1h" }']),
     upstream('gone1', fake, [keys, 'first_byte_timeout = "5s"', NO_BREAKER]),
     upstream('gone2', fake, [keys, 'first_byte_timeout = "5s"', NO_BREAKER]),
     upstream('stall', fake, [keys, 'idle_timeout = "300ms"', NO_BREAKER]),
@@ -85,6 +86,7 @@ function config() {
       ['retry = { max_attempts = 2, base_backoff = "10ms", max_backoff = "50ms", deadline = "20s" }']),
     route('flaky-only', ['flaky:flaky-m'], 'failover', ['retry = { max_attempts = 1, deadline = "20s" }']),
     route('flaky-fo', ['flaky:flaky-m', `local:${LOCAL}`], 'failover', ['retry = { max_attempts = 1, deadline = "20s" }']),
+    route('cutoff', ['cutoff:cutoff-m'], 'failover', ['retry = { max_attempts = 1, deadline = "500ms" }']),
     route('gone1', ['gone1:gone1-m'], 'failover'),
     route('gone2', ['gone2:gone2-m'], 'failover'),
     route('stall', ['stall:stall-m', `local:${LOCAL}`], 'failover'),
@@ -510,6 +512,22 @@ test('an upstream that hangs past first_byte_timeout: the next target answers wi
 });
 
 // --- circuit breaker ---
+
+test('a call cut by the route\'s own deadline is a timeout with no verdict on the upstream', { timeout: 30000 }, async () => {
+  // The upstream's first_byte_timeout is 60 s; the route gives up at 500 ms.
+  await fresh({ default: { hang: true } });
+  for (let i = 0; i < 3; ++i) {
+    const t0 = Date.now();
+    const r = await within(post(server.url + '/v1/chat/completions', { model: 'cutoff', messages: MSGS, max_tokens: 12 }), 10000, 'cutoff');
+    assert.ok(Date.now() - t0 < 3000, `answered in ${Date.now() - t0} ms`);
+    assert.ok(r.status >= 500, r.text);
+    assert.match(r.json.error.message, /no response in time/);
+    assert.doesNotMatch(r.json.error.message, /cannot connect/);
+  }
+  // Three cutoffs, a breaker that opens after 2 failures: still closed.
+  assert.equal(routeTarget((await routes()).json, 'cutoff', 'cutoff:cutoff-m').breaker, 'closed');
+  assert.ok(await poll(async () => (await chatPosts()).every((e) => e.disconnected), 2000), 'the router closed the hanging requests');
+});
 
 test('the breaker opens after 2 failures, skips the upstream, then one probe closes it', { timeout: 30000 }, async () => {
   await fresh({ default: { status: 500 } });
