@@ -88,7 +88,13 @@ async function wrkSerial(target, seconds, dir) {
     'latency:percentile(50), latency:percentile(99), summary.requests, summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout))\nend\n');
   const out = await new Promise((resolve, reject) =>
     execFile('wrk', ['-t1', '-c1', `-d${seconds}s`, '-s', lua, target.url], (err, stdout) => (err ? reject(err) : resolve(stdout))));
-  return JSON.parse(/^JSON (.*)$/m.exec(out)[1]);
+  const m = /^JSON (.*)$/m.exec(out);
+  if (!m) throw new Error(`wrk printed no result for ${target.url}:\n${out}`);
+  const r = JSON.parse(m[1]);
+  // A round that answered nothing has no latency to report: a zero would read as "free".
+  if (r.requests < 100 || r.errors > 0)
+    throw new Error(`wrk against ${target.url}: ${r.requests} requests, ${r.errors} errors in ${seconds} s`);
+  return r;
 }
 
 const up = await startFakeUpstream();
@@ -161,7 +167,7 @@ try {
     const stat = (xs) => {
       const m = xs.reduce((a, b) => a + b, 0) / xs.length;
       const sd = Math.sqrt(xs.reduce((a, b) => a + (b - m) ** 2, 0) / Math.max(1, xs.length - 1));
-      return { mean: m, ci95: xs.length > 1 ? (2.0 * sd) / Math.sqrt(xs.length) : 0 };
+      return { mean: m, ci95: xs.length > 1 ? (2.0 * sd) / Math.sqrt(xs.length) : null };  // one round: no spread
     };
     wrk.added = {};
     for (const name of ['hone', 'portkey']) {
@@ -197,11 +203,11 @@ try {
     md.push('', `Serially with wrk (a C client, 1 connection), ${ROUNDS} interleaved rounds of ${WRK_SECONDS} s per path; ` +
             'added = each round\'s difference from direct, mean ± 95% CI over the rounds:', '',
             '| path | p50 us (rounds) | p99 us (rounds) | added p50 us | added p99 us | errors |', '|---|---|---|---|---|---|');
+    const fmt = (x) => x.mean.toFixed(0) + (x.ci95 === null ? ' (1 round)' : ` ± ${x.ci95.toFixed(0)}`);
     for (const name of ['direct', 'hone', 'portkey']) {
       const runs = wrk.runs[name], a = wrk.added[name];
       md.push(`| ${name === 'hone' ? 'hone serve' : name === 'portkey' ? 'Portkey gateway' : 'direct'} | ${runs.map((r) => r.p50_us).join(', ')} | ` +
-              `${runs.map((r) => r.p99_us).join(', ')} | ${a ? `${a.p50_us.mean.toFixed(0)} ± ${a.p50_us.ci95.toFixed(0)}` : '-'} | ` +
-              `${a ? `${a.p99_us.mean.toFixed(0)} ± ${a.p99_us.ci95.toFixed(0)}` : '-'} | ${runs.reduce((x, r) => x + r.errors, 0)} |`);
+              `${runs.map((r) => r.p99_us).join(', ')} | ${a ? fmt(a.p50_us) : '-'} | ${a ? fmt(a.p99_us) : '-'} | ${runs.reduce((x, r) => x + r.errors, 0)} |`);
     }
   }
   fs.writeFileSync(base + '.md', md.join('\n') + '\n');
