@@ -20,7 +20,7 @@
 // status-line p50/p99, /health p50/p99/max; then the means ± 95% CI.
 //
 // Usage: node bench/connections.mjs [--model models/qwen2.5-0.5b.Q4_K_M.gguf]
-//          [--clients 1000] [--reps 3] [--slots 4] [--threads 2] [--max-tokens 16] [--client-timeout 30]
+//          [--clients 1000] [--reps 3] [--servers hone,llama-server] [--slots 4] [--threads 2] [--max-tokens 16] [--client-timeout 30]
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -36,12 +36,14 @@ const CLIENTS = Number(arg('clients', 1000)), REPS = Number(arg('reps', 3));
 const SLOTS = arg('slots', '4'), THREADS = arg('threads', '2'), MAX_TOKENS = Number(arg('max-tokens', 16));
 const CLIENT_TIMEOUT_S = Number(arg('client-timeout', 30));  // a client still without a status line then is a timeout
 const PEER_DIR = process.env.HONE_PEER_BIN_DIR || arg('peer-bin', '');
+// --servers hone: hone alone, for a quick check of a change (no ratio to the peer then).
+const SERVERS = arg('servers', 'hone,llama-server').split(',');
 const LLAMA_SERVER = PEER_DIR ? path.join(PEER_DIR, 'llama-server') : '';
 if (!fs.existsSync(MODEL)) {
   console.error(`no model at ${MODEL}: run ./setup.sh or pass --model`);
   process.exit(1);
 }
-if (!LLAMA_SERVER || !fs.existsSync(LLAMA_SERVER)) {
+if (SERVERS.includes('llama-server') && (!LLAMA_SERVER || !fs.existsSync(LLAMA_SERVER))) {
   console.error('set HONE_PEER_BIN_DIR to the pinned llama.cpp prefix\'s bin/ (scripts/build-llama.sh prints the prefix)');
   process.exit(1);
 }
@@ -183,7 +185,7 @@ async function runOne(kind) {
 
 const rows = [];
 for (let rep = 0; rep < REPS; ++rep) {
-  const order = rep % 2 ? ['llama-server', 'hone'] : ['hone', 'llama-server'];
+  const order = (rep % 2 ? ['llama-server', 'hone'] : ['hone', 'llama-server']).filter((k) => SERVERS.includes(k));
   for (const kind of order) {
     const r = await runOne(kind);
     rows.push({ rep, ...r });
@@ -207,7 +209,7 @@ for (const r of rows) {
         (r.probe ? `${f(r.probe.p50)} / ${f(r.probe.p99)} / ${f(r.probe.max, 0)} | ${f(100 * r.probe.ok)}% |\n` : 'n/a | n/a |\n');
 }
 md += '\n| server | answered in 1 s (mean ± 95% CI) | status line p99 ms | /health max ms | probe port /health max ms |\n|---|---|---|---|---|\n';
-for (const kind of ['hone', 'llama-server']) {
+for (const kind of ['hone', 'llama-server'].filter((k) => SERVERS.includes(k))) {
   const mine = rows.filter((r) => r.kind === kind);
   const a = meanCi(mine.map((r) => 100 * r.answered1s)), p = meanCi(mine.map((r) => r.headP99)), h = meanCi(mine.map((r) => r.healthMax));
   const pm = mine.every((r) => r.probe) ? meanCi(mine.map((r) => r.probe.max)) : null;
