@@ -147,46 +147,60 @@ Status Ledger::ResetReservations() {
   });
 }
 
+namespace {
+
+// One entry inside the caller's transaction: the row, the cost added to each
+// period and (held_here) the reservation given back. False: settled before.
+Result<bool> SettleLocked(SqlConn& c, const LedgerEntry& e, const std::vector<BudgetPeriod>& parts,
+                          bool held_here, std::map<std::pair<std::string, std::string>, int64_t>* after) {
+  std::vector<BudgetPeriod> sorted = parts;
+  std::sort(sorted.begin(), sorted.end(), ByKey);
+  auto ins = c.Exec(
+      "INSERT INTO ledger (id, time_ms, day, month, tenant, route, upstream, model, prompt_tokens,"
+      " cached_tokens, completion_tokens, cost, estimated, outcome)"
+      " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+      " ON CONFLICT (id) DO NOTHING RETURNING id",
+      {e.id, Ms(e.time), e.day, e.month, e.tenant, e.route, e.upstream, e.model, e.prompt_tokens,
+       e.cached_tokens, e.completion_tokens, e.cost, int64_t{e.estimated}, e.outcome});
+  if (!ins) return ins.error();
+  if (ins->empty()) return false;  // settled before: idempotent
+  std::string held_parts;
+  Result<int64_t> held = int64_t{0};
+  if (held_here) held = TakeReservation(c, e.id, &held_parts);
+  if (!held) return held.error();
+  // One upsert over every period: the cost added, this request's hold
+  // given back (0 when it expired meanwhile: the sweep gave it back).
+  if (sorted.empty()) return true;
+  std::string sql = "INSERT INTO budget_usage (budget, period, spent, reserved) VALUES ";
+  std::vector<SqlValue> args = {e.cost};
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    const BudgetPeriod& p = sorted[i];
+    const bool was_held = *held > 0 && held_parts.find(p.budget + '\x1f' + p.period + '\x1e') != std::string::npos;
+    sql += (i ? ", ($" : "($") + std::to_string(2 + 3 * i) + ", $" + std::to_string(3 + 3 * i) + ", $1, $" +
+           std::to_string(4 + 3 * i) + ")";
+    args.insert(args.end(), {p.budget, p.period, was_held ? -*held : int64_t{0}});
+  }
+  auto up = c.Exec(sql +
+                       " ON CONFLICT (budget, period) DO UPDATE SET spent = budget_usage.spent + excluded.spent,"
+                       " reserved = budget_usage.reserved + excluded.reserved RETURNING budget, period, spent",
+                   args);
+  if (!up) return up.error();
+  if (after)
+    for (const SqlRow& r : *up) (*after)[{*r[0], *r[1]}] = Int(r[2]);
+  return true;
+}
+
+}  // namespace
+
 Result<bool> Ledger::Settle(const LedgerEntry& e, const std::vector<BudgetPeriod>& parts,
                             std::vector<int64_t>* spent_after, bool held_here) {
   SqlConn& c = *conn_;
   bool inserted = false;
-  std::vector<BudgetPeriod> sorted = parts;
-  std::sort(sorted.begin(), sorted.end(), ByKey);
   std::map<std::pair<std::string, std::string>, int64_t> after;
   Status s = c.Transaction([&]() -> Status {
-    auto ins = c.Exec(
-        "INSERT INTO ledger (id, time_ms, day, month, tenant, route, upstream, model, prompt_tokens,"
-        " cached_tokens, completion_tokens, cost, estimated, outcome)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
-        " ON CONFLICT (id) DO NOTHING RETURNING id",
-        {e.id, Ms(e.time), e.day, e.month, e.tenant, e.route, e.upstream, e.model, e.prompt_tokens,
-         e.cached_tokens, e.completion_tokens, e.cost, int64_t{e.estimated}, e.outcome});
-    if (!ins) return ins.error();
-    inserted = !ins->empty();
-    if (!inserted) return Status::Ok();  // settled before: idempotent
-    std::string held_parts;
-    Result<int64_t> held = int64_t{0};
-    if (held_here) held = TakeReservation(c, e.id, &held_parts);
-    if (!held) return held.error();
-    // One upsert over every period: the cost added, this request's hold
-    // given back (0 when it expired meanwhile: the sweep gave it back).
-    if (sorted.empty()) return Status::Ok();
-    std::string sql = "INSERT INTO budget_usage (budget, period, spent, reserved) VALUES ";
-    std::vector<SqlValue> args = {e.cost};
-    for (size_t i = 0; i < sorted.size(); ++i) {
-      const BudgetPeriod& p = sorted[i];
-      const bool was_held = *held > 0 && held_parts.find(p.budget + '\x1f' + p.period + '\x1e') != std::string::npos;
-      sql += (i ? ", ($" : "($") + std::to_string(2 + 3 * i) + ", $" + std::to_string(3 + 3 * i) + ", $1, $" +
-             std::to_string(4 + 3 * i) + ")";
-      args.insert(args.end(), {p.budget, p.period, was_held ? -*held : int64_t{0}});
-    }
-    auto up = c.Exec(sql +
-                         " ON CONFLICT (budget, period) DO UPDATE SET spent = budget_usage.spent + excluded.spent,"
-                         " reserved = budget_usage.reserved + excluded.reserved RETURNING budget, period, spent",
-                     args);
-    if (!up) return up.error();
-    for (const SqlRow& r : *up) after[{*r[0], *r[1]}] = Int(r[2]);
+    auto r = SettleLocked(c, e, parts, held_here, &after);
+    if (!r) return r.error();
+    inserted = *r;
     return Status::Ok();
   });
   if (!s) return s.error();
@@ -194,6 +208,22 @@ Result<bool> Ledger::Settle(const LedgerEntry& e, const std::vector<BudgetPeriod
     spent_after->clear();
     for (const BudgetPeriod& p : parts) spent_after->push_back(after[{p.budget, p.period}]);
   }
+  return inserted;
+}
+
+Result<int> Ledger::SettleMany(const std::vector<Settlement>& batch) {
+  SqlConn& c = *conn_;
+  int inserted = 0;
+  Status s = c.Transaction([&]() -> Status {
+    inserted = 0;
+    for (const Settlement& one : batch) {
+      auto r = SettleLocked(c, one.entry, one.parts, /*held_here=*/false, nullptr);
+      if (!r) return r.error();
+      inserted += *r ? 1 : 0;
+    }
+    return Status::Ok();
+  });
+  if (!s) return s.error();
   return inserted;
 }
 

@@ -81,6 +81,14 @@ class Ledger {
   // in-memory holds on a SQLite ledger it owns); nothing is looked up then.
   Result<bool> Settle(const LedgerEntry& entry, const std::vector<BudgetPeriod>& parts,
                       std::vector<int64_t>* spent_after = nullptr, bool held_here = true);
+  // Entries whose reservations the caller kept itself (LedgerWriter's), in
+  // one transaction: all or none. Returns how many were new (the rest were
+  // settled before and change nothing).
+  struct Settlement {
+    LedgerEntry entry;
+    std::vector<BudgetPeriod> parts;
+  };
+  Result<int> SettleMany(const std::vector<Settlement>& batch);
   // Drops every reservation (an owner that just started: they are a dead
   // process's) and zeroes what they held.
   Status ResetReservations();

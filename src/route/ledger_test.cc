@@ -2,6 +2,7 @@
 // that CTest starts (scripts/pg-cluster.sh, fixture "pg"). Without that
 // server the PostgreSQL cases fail and say why; they are never skipped.
 #include "route/ledger.h"
+#include "route/ledger_writer.h"
 
 #include <gtest/gtest.h>
 
@@ -195,6 +196,53 @@ TEST_P(LedgerTest, AnAlertFiresOncePerThresholdAndPeriod) {
   EXPECT_TRUE(*first);
   EXPECT_FALSE(*again);
   EXPECT_TRUE(*next_month);
+}
+
+// Rows go through the journal (one line each) into the ledger off the
+// caller's thread; Flush waits for them, and the journal is then empty. What a
+// killed process left is replayed once: a row already copied changes
+// nothing, and a torn last line is skipped.
+TEST_P(LedgerTest, TheJournalCarriesRowsInAndAKilledRunsLinesAreReplayedOnce) {
+  auto l = Open();
+  ASSERT_TRUE(l);
+  const std::string journal = hone::testing::TempPath(Unique("journal"));
+  const std::string pre = Unique("j") + "-";
+  const std::vector<BudgetPeriod> parts = {{pre + "b", "M:2025-12", 0}};
+  {
+    auto w = LedgerWriter::Open(l.get(), journal);
+    ASSERT_TRUE(w.ok()) << w.error().ToString();
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE((*w)->Append(Entry(pre + std::to_string(i), 100), parts).ok());
+    ASSERT_TRUE((*w)->Flush());
+    EXPECT_EQ(std::filesystem::file_size(journal), 0u);
+  }
+  auto spent = [&] {
+    auto u = l->Usage({"M:2025-12"});
+    EXPECT_TRUE(u.ok());
+    for (const BudgetUsage& x : *u)
+      if (x.budget == pre + "b") return x.spent;
+    return int64_t{-1};
+  };
+  EXPECT_EQ(spent(), 300);
+  // A killed run's journal: row 2 again (copied before the kill), row 3 new,
+  // then a line cut off mid-write.
+  {
+    std::ofstream out(journal, std::ios::binary | std::ios::trunc);
+    for (const std::string id : {pre + "2", pre + "3"})
+      out << R"({"id":")" << id << R"(","time":1764547200,"day":"2025-12-01","month":"2025-12","tenant":"",)"
+          << R"("route":"support","upstream":"cloud","model":"m","prompt_tokens":10,"cached_tokens":0,)"
+          << R"("completion_tokens":20,"cost":100,"estimated":false,"outcome":"ok","parts":[[")" << pre
+          << R"(b","M:2025-12"]]})" << "\n";
+    out << R"({"id":")" << pre << R"(4","time":17645)";
+  }
+  auto replayed = LedgerWriter::Replay(*l, journal);
+  ASSERT_TRUE(replayed.ok()) << replayed.error().ToString();
+  EXPECT_EQ(*replayed, 2);  // the whole lines
+  EXPECT_EQ(spent(), 400);  // row 2 once, row 3 added, the torn row 4 not
+  EXPECT_EQ(std::filesystem::file_size(journal), 0u);
+  auto again = LedgerWriter::Replay(*l, journal);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, 0);
+  EXPECT_EQ(spent(), 400);
 }
 
 INSTANTIATE_TEST_SUITE_P(Databases, LedgerTest, ::testing::Values("sqlite", "postgres"),

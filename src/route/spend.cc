@@ -143,18 +143,40 @@ Result<std::unique_ptr<Spend>> Spend::Open(const SpendConfig& config, const std:
     return ledger.error();
   }
   const bool in_memory = lock_fd >= 0;
-  // This process owns the file: any reservation in it is a dead process's.
-  if (in_memory)
+  const std::string journal = state_dir + "/ledger.journal";
+  std::unique_ptr<LedgerWriter> writer;
+  if (in_memory) {
+    // This process owns the file: any reservation in it is a dead process's.
     if (Status s = (*ledger)->ResetReservations(); !s) {
       close(lock_fd);
       return s.error();
     }
-  return std::unique_ptr<Spend>(new Spend(config, std::move(*ledger), in_memory, lock_fd));
+    auto w = LedgerWriter::Open(ledger->get(), journal);  // replays what the last run left
+    if (!w) {
+      close(lock_fd);
+      return w.error();
+    }
+    writer = std::move(*w);
+  } else if (config.ledger != "postgres") {
+    // A reader: where no server owns the ledger, the last one's journal
+    // (killed before it copied its rows) goes in first.
+    const std::string lock = state_dir + "/ledger.lock";
+    const int fd = open(lock.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0)
+      if (auto r = LedgerWriter::Replay(**ledger, journal); !r) {
+        close(fd);
+        return r.error();
+      }
+    if (fd >= 0) close(fd);
+  }
+  return std::unique_ptr<Spend>(new Spend(config, std::move(*ledger), in_memory, lock_fd, std::move(writer)));
 }
 
-Spend::Spend(SpendConfig config, std::unique_ptr<Ledger> ledger, bool holds_in_memory, int lock_fd)
+Spend::Spend(SpendConfig config, std::unique_ptr<Ledger> ledger, bool holds_in_memory, int lock_fd,
+             std::unique_ptr<LedgerWriter> writer)
     : config_(std::move(config)),
       ledger_(std::move(ledger)),
+      writer_(std::move(writer)),
       holds_in_memory_(holds_in_memory),
       lock_fd_(lock_fd),
       id_prefix_("sp-" + RandomHex(6) + "-") {
@@ -176,6 +198,7 @@ Status Spend::ReserveInMemory(const std::vector<BudgetPeriod>& parts, int64_t am
   for (const BudgetPeriod& p : parts) {
     Held& h = mem_[{p.budget, p.period}];
     if (!h.loaded) {  // the first use of this period in this process: its spend so far
+      FlushWriter();  // appends hold mem_mu_ too: none is missed or counted twice
       auto u = ledger_->Usage({p.period});
       if (!u) return u.error();
       for (const BudgetUsage& x : *u)
@@ -295,6 +318,7 @@ void Spend::Settle(SpendHold& hold, const serve::Usage& usage, bool estimated, c
   e.cost = static_cast<int64_t>(std::llround(cost));
   e.estimated = estimated;
   e.outcome = CleanText(outcome);
+  if (writer_ && SettleThroughJournal(hold, e)) return;
   std::vector<int64_t> spent;
   // A ledger that is down for a moment must not lose the row: retried a few
   // times (settling is idempotent), then logged with every field.
@@ -336,6 +360,43 @@ void Spend::Settle(SpendHold& hold, const serve::Usage& usage, bool estimated, c
     }
   }
   if (!spent.empty()) CheckAlerts(hold.parts, spent);
+}
+
+// The journal line, then the holds and the spend in memory, under mem_mu_
+// (so a period first loaded from the ledger meanwhile sees this row exactly
+// once). False: the journal cannot be written; the caller settles directly.
+bool Spend::SettleThroughJournal(const SpendHold& hold, const LedgerEntry& e) {
+  std::vector<int64_t> spent;
+  {
+    std::lock_guard<std::mutex> lock(mem_mu_);
+    if (Status w = writer_->Append(e, hold.parts); !w) {
+      std::lock_guard<std::mutex> l(mu_);
+      ++ledger_errors_;
+      std::fprintf(stderr, "[hone] ledger: %s; %s is settled directly\n", w.error().message.c_str(), e.id.c_str());
+      return false;
+    }
+    for (const BudgetPeriod& p : hold.parts) {
+      Held& h = mem_[{p.budget, p.period}];
+      h.reserved -= hold.reserved;
+      if (h.loaded) {
+        h.spent += e.cost;
+      } else {  // not reserved in this process yet: its total from the ledger, this row included
+        FlushWriter();
+        if (auto u = ledger_->Usage({p.period}); u) {
+          for (const BudgetUsage& x : *u)
+            if (x.budget == p.budget) h.spent = x.spent;
+          h.loaded = true;
+        }
+      }
+      spent.push_back(h.spent);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    spent_by_upstream_[hold.upstream] += Money(e.cost);
+  }
+  CheckAlerts(hold.parts, spent);
+  return true;
 }
 
 void Spend::Release(SpendHold& hold) {
@@ -389,6 +450,7 @@ void Spend::Alert(const BudgetPeriod& p, int64_t spent, double th) {
     if (!*first) return;  // another replica fired it
     if (spent < 0) {
       spent = 0;
+      FlushWriter();
       if (auto u = ledger_->Usage({p.period}); u)
         for (const BudgetUsage& x : *u)
           if (x.budget == p.budget) spent = x.spent;
@@ -489,6 +551,7 @@ void Spend::Tick() {
 
 std::map<std::string, BudgetUsage> Spend::UsageNow(const PeriodKeys& keys) {
   std::map<std::string, BudgetUsage> by;
+  FlushWriter();
   if (auto usage = ledger_->Usage({"M:" + keys.month, "D:" + keys.day}); usage)
     for (const BudgetUsage& u : *usage) by[u.budget + "|" + u.period] = u;
   if (holds_in_memory_) {  // the holds are this process's, in memory
@@ -508,6 +571,7 @@ std::string Spend::Json(const std::string& for_month) {
   const PeriodKeys keys = PeriodsAt(now);
   const std::string month = for_month.empty() ? keys.month : for_month;
   json out = {{"month", month}, {"day", keys.day}, {"timezone", config_.timezone}, {"ledger", ledger_->kind()}};
+  FlushWriter();
   auto totals = ledger_->Totals(month);
   auto group = [](const std::vector<SpendTotal>& v) {
     json a = json::array();
@@ -609,7 +673,7 @@ void Spend::RenderMetrics(std::string* out) {
   *out += serve::FamilyHeader("hone_budget_alerts_total", "counter", "Budget threshold alerts fired");
   for (const auto& [l, n] : alerts_by_budget_) *out += "hone_budget_alerts_total{" + l + "} " + std::to_string(n) + "\n";
   *out += serve::FamilyHeader("hone_spend_ledger_errors_total", "counter", "Ledger writes that failed") + "hone_spend_ledger_errors_total " +
-          std::to_string(ledger_errors_) + "\n";
+          std::to_string(ledger_errors_ + (writer_ ? writer_->errors() : 0)) + "\n";
 }
 
 }  // namespace hone::route

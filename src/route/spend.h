@@ -29,6 +29,7 @@
 #include "route/config.h"
 #include "route/http_client.h"
 #include "route/ledger.h"
+#include "route/ledger_writer.h"
 #include "serve/backend.h"
 
 namespace hone::route {
@@ -98,13 +99,19 @@ class Spend {
   void RenderMetrics(std::string* out);
 
  private:
-  Spend(SpendConfig config, std::unique_ptr<Ledger> ledger, bool holds_in_memory, int lock_fd);
+  Spend(SpendConfig config, std::unique_ptr<Ledger> ledger, bool holds_in_memory, int lock_fd,
+        std::unique_ptr<LedgerWriter> writer);
+  // Every settled row in the ledger before it is read back (a bounded wait).
+  void FlushWriter() {
+    if (writer_) writer_->Flush();
+  }
   // In-memory reservations (holds_in_memory_): all parts or none.
   Status ReserveInMemory(const std::vector<BudgetPeriod>& parts, int64_t amount, BudgetPeriod* refused);
   void UnreserveInMemory(const std::vector<BudgetPeriod>& parts, int64_t amount);
   std::vector<BudgetPeriod> PartsFor(const std::string& upstream, const std::string& tenant,
                                      const PeriodKeys& keys) const;
   void CheckAlerts(const std::vector<BudgetPeriod>& parts, const std::vector<int64_t>& spent);
+  bool SettleThroughJournal(const SpendHold& hold, const LedgerEntry& e);
   // This period's usage of every budget, "budget|period" -> usage (holds from memory where kept there).
   std::map<std::string, BudgetUsage> UsageNow(const PeriodKeys& keys);
   void Alert(const BudgetPeriod& p, int64_t spent, double threshold);
@@ -112,6 +119,9 @@ class Spend {
 
   const SpendConfig config_;
   std::unique_ptr<Ledger> ledger_;
+  // A SQLite ledger this process owns: settled rows go through its journal
+  // (ledger_writer.h), off the request path. Destroyed before ledger_.
+  std::unique_ptr<LedgerWriter> writer_;
   const bool holds_in_memory_;
   const int lock_fd_;  // the SQLite ledger's owner lock (-1: none); closed with the process
   struct Held {
