@@ -190,6 +190,9 @@ Spend::~Spend() {
   }
   hook_cv_.notify_all();
   if (hook_thread_.joinable()) hook_thread_.join();
+  // The journal's rows go in while this process still owns the ledger: a
+  // server started next must not replay a journal that is still being copied.
+  writer_.reset();
   if (lock_fd_ >= 0) close(lock_fd_);
 }
 
