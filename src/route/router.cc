@@ -495,25 +495,64 @@ Result<serve::Embeddings> Router::Embed(const serve::EmbeddingRequest& r,
                                         const std::function<bool()>& cancelled) {
   RouteState* st = Find(r.model);
   if (!st) return local_.Embed(r, cancelled);
+  const RouteConfig& route = st->config;
+  ++st->requests;
+  const bool has_remote =
+      std::any_of(route.targets.begin(), route.targets.end(), [](auto& t) { return !t.local(); });
   Error last = MakeError(ErrorCode::kUpstream, "route '" + r.model + "' has no target");
-  for (const Target& t : st->config.targets) {
+  std::vector<size_t> deferred;  // local targets skipped for overflow: the last resort
+  auto overflowed = [&](const std::string& why) {
+    ++st->overflowed;
+    metrics_.Add(series::kOverflow, Labels({{"route", route.name}, {"reason", why}}));
+  };
+  auto done = [&](const Target& t, Result<serve::Embeddings> e) {
+    metrics_.Add(series::kRequests, Labels({{"route", route.name},
+                                            {"target", t.Label()},
+                                            {"outcome", e ? "ok" : CodeLabel(e.error().code)}}));
+    return e;
+  };
+  for (size_t i = 0; i < route.targets.size(); ++i) {
+    const Target& t = route.targets[i];
     serve::EmbeddingRequest er = r;
     er.model = t.model;
     if (t.local()) {
+      // The same overflow rule as a generation's: the vectors' predicted
+      // time against the route's SLO, from the embedding work queued here.
+      if (route.policy == Policy::kLocalFirst && has_remote) {
+        const auto f = local_.PredictEmbed(er);
+        const char* why = f.queue_full                                         ? "queue_full"
+                          : route.ttft_slo_s > 0 && f.seconds > route.ttft_slo_s ? (f.loaded ? "ttft_slo" : "cold_model")
+                                                                                 : nullptr;
+        if (why) {
+          overflowed(why);
+          deferred.push_back(i);
+          continue;
+        }
+      }
       auto e = local_.Embed(er, cancelled);
-      if (e) return e;
+      if (e) return done(t, std::move(e));
       last = e.error();
+      if (e.error().code == ErrorCode::kBusy && has_remote) overflowed("queue_full");
     } else if (RemoteBackend* up = Upstream(t.upstream); up && up->breaker().Allow()) {
       auto e = up->Embed(er, cancelled);
       if (e) {
         up->breaker().Success();
-        return e;
+        return done(t, std::move(e));
       }
       up->breaker().Failure();
       last = e.error();
     }
-    if (Stoppable(last)) return last;
+    if (Stoppable(last) || last.code == ErrorCode::kAborted) return done(t, last);
   }
+  // Every other target failed: slow local vectors beat none.
+  for (size_t i : deferred) {
+    serve::EmbeddingRequest er = r;
+    er.model = route.targets[i].model;
+    auto e = local_.Embed(er, cancelled);
+    if (e) return done(route.targets[i], std::move(e));
+    last = e.error();
+  }
+  metrics_.Add(series::kRequests, Labels({{"route", route.name}, {"target", "none"}, {"outcome", "failed"}}));
   return last;
 }
 

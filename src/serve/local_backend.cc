@@ -209,6 +209,50 @@ LocalBackend::Forecast LocalBackend::Predict(const GenerationRequest& r) {
     if (p) prompt = std::move(*p);
   }
   f.load = m->scheduler->Forecast(prompt, r.max_tokens);
+  // Embeddings run beside the scheduler on the same cores: with fair
+  // sharing, this request's first token waits for as much of that work as
+  // it does of its own (work conservation), and no more.
+  const auto e = m->embed_load(m->scheduler->options().max_queue);
+  if (e.tokens_ahead > 0) {
+    const double per_token = e.s_per_token > 0 ? e.s_per_token : 1.0 / f.load.prefill_tps;
+    f.embed_s = std::min(e.tokens_ahead * per_token, f.load.ttft_s);
+    f.load.ttft_s += f.embed_s;
+  }
+  return f;
+}
+
+LocalBackend::EmbedForecast LocalBackend::PredictEmbed(const EmbeddingRequest& r) {
+  EmbedForecast f;
+  auto entry = pool_.registry().Resolve(r.model);
+  if (!entry) return f;
+  f.known = true;
+  std::shared_ptr<LoadedModel> m = pool_.Peek(r.model);
+  if (!m || !m->model) {
+    size_t chars = 0;
+    for (const std::string& t : r.inputs) chars += t.size();
+    f.tokens = static_cast<int>(chars / 4 + 1);
+    f.seconds = static_cast<double>((*entry)->file_bytes) / 1e9 + 0.5 + f.tokens * 0.005;
+    return f;
+  }
+  f.loaded = true;
+  const engine::Tokenizer tok(*m->model);
+  for (const std::string& t : r.inputs) {
+    auto ids = tok.Encode(t, true, false);
+    f.tokens += ids ? static_cast<int>(ids->size()) : static_cast<int>(t.size() / 4 + 1);
+  }
+  const int max_waiting = m->scheduler ? m->scheduler->options().max_queue : 0;
+  const auto e = m->embed_load(max_waiting);
+  f.queue_full = e.queue_full;
+  f.tokens_ahead = e.tokens_ahead;
+  double per_token = e.s_per_token;
+  bool shared = false;
+  if (m->scheduler) {
+    const LoadForecast gen = m->scheduler->Forecast({}, 0);
+    if (per_token <= 0) per_token = 1.0 / gen.prefill_tps;  // a forward pass costs about a prefill
+    shared = gen.active + gen.waiting > 0;
+  }
+  if (per_token <= 0) per_token = 0.005;
+  f.seconds = (f.tokens_ahead + f.tokens) * per_token * (shared ? 2 : 1);
   return f;
 }
 

@@ -40,8 +40,21 @@ class LocalBackend final : public Backend {
     bool known = false;   // the name is in the registry
     bool loaded = false;  // resident now; if not, ttft_s includes an estimated load
     LoadForecast load;    // from the model's scheduler (ttft_s is the total)
+    double embed_s = 0;   // of load.ttft_s: embeddings sharing the cores meanwhile
   };
   Forecast Predict(const GenerationRequest& request);
+  // The same for an embedding request: when its vectors would be ready, from
+  // the embedding work ahead on the model, this request's tokens, the
+  // measured rate, and whether generation shares the cores.
+  struct EmbedForecast {
+    bool known = false;
+    bool loaded = false;      // if not, seconds includes an estimated load
+    bool queue_full = false;  // Embed would answer kBusy now
+    int tokens = 0;           // this request's
+    long tokens_ahead = 0;    // waiting or running before it
+    double seconds = 0;
+  };
+  EmbedForecast PredictEmbed(const EmbeddingRequest& request);
   // Tokens of `text` under `model`'s tokenizer, if that model is resident
   // (no load for a count); nullopt otherwise.
   std::optional<int> CountTokens(const std::string& model, const std::string& text);

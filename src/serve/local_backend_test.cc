@@ -5,6 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <future>
+#include <thread>
+
 #include "testing/test_env.h"
 
 namespace hone::serve {
@@ -127,6 +131,60 @@ TEST(LocalBackendTest, EmbedsAndStopsWhenCancelled) {
   auto stopped = f.backend.Embed({"stories260K", {"one"}, std::nullopt}, [] { return true; });
   ASSERT_FALSE(stopped.ok());
   EXPECT_EQ(stopped.error().code, ErrorCode::kAborted);
+}
+
+// Embeddings share the cores with the scheduler: while one is admitted, its
+// tokens are work ahead in both forecasts, a full embedding queue is seen
+// before sending, and it all goes once the texts are done.
+TEST(LocalBackendTest, EmbeddingWorkAheadIsInTheForecasts) {
+  Fixture f(/*max_queue=*/0);  // one embedding at a time, none waiting
+  ASSERT_TRUE(f.backend.Embed({"stories260K", {"warm up"}, std::nullopt}, [] { return false; }).ok());
+  const GenerationRequest gen = Greedy({"Once upon a time"}, 4);
+  const EmbeddingRequest probe{"stories260K", {"a short one"}, std::nullopt};
+  const auto idle_gen = f.backend.Predict(gen);
+  const auto idle_embed = f.backend.PredictEmbed(probe);
+  ASSERT_TRUE(idle_gen.loaded && idle_embed.loaded);
+  EXPECT_EQ(idle_gen.embed_s, 0);
+  EXPECT_EQ(idle_embed.tokens_ahead, 0);
+  EXPECT_FALSE(idle_embed.queue_full);
+  EXPECT_GT(idle_embed.tokens, 0);
+  EXPECT_GT(idle_embed.seconds, 0);
+
+  // An embedding held at its first stop check: admitted, running, not done.
+  std::promise<void> inside, release;
+  std::shared_future<void> go = release.get_future().share();
+  std::atomic<bool> first{true};
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "the cat sat on the mat ";
+  std::thread held([&] {
+    auto e = f.backend.Embed({"stories260K", {text, text}, std::nullopt}, [&] {
+      if (first.exchange(false)) {
+        inside.set_value();
+        go.wait();
+      }
+      return false;
+    });
+    EXPECT_TRUE(e.ok());
+  });
+  inside.get_future().wait();
+  const auto busy_gen = f.backend.Predict(gen);
+  const auto busy_embed = f.backend.PredictEmbed(probe);
+  auto refused = f.backend.Embed(probe, [] { return false; });
+  release.set_value();
+  held.join();
+
+  EXPECT_GT(busy_embed.tokens_ahead, 2 * 40 * 5) << "both texts' tokens are ahead";
+  EXPECT_TRUE(busy_embed.queue_full) << "no room to wait: Embed would refuse";
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::kBusy);
+  EXPECT_GT(busy_embed.seconds, idle_embed.seconds * 10);
+  EXPECT_GT(busy_gen.embed_s, 0);
+  EXPECT_LE(busy_gen.embed_s, busy_gen.load.ttft_s / 2 + 1e-12) << "at most the first token's own work";
+  EXPECT_GT(busy_gen.load.ttft_s, idle_gen.load.ttft_s);
+
+  const auto after = f.backend.PredictEmbed(probe);
+  EXPECT_EQ(after.tokens_ahead, 0) << "done texts are no longer ahead";
+  EXPECT_FALSE(after.queue_full);
 }
 
 }  // namespace

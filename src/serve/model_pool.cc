@@ -12,6 +12,7 @@
 
 #include "engine/gguf_file.h"
 #include "engine/memory_estimate.h"
+#include "engine/tokenizer.h"
 #include "hw/probe.h"
 #ifdef HONE_HAVE_TUNE
 #include "tune/profile.h"
@@ -64,9 +65,48 @@ Result<double> ParseDuration(const std::string& text) {
   return neg ? -total : total;
 }
 
+namespace {
+
+// Counts a request's texts as embedding work ahead from the moment it is
+// admitted until each text is done (LoadedModel::EmbedLoad).
+class EmbedWork {
+ public:
+  EmbedWork(std::atomic<long>& total, const engine::Model& model, const std::vector<std::string>& texts)
+      : total_(total) {
+    const engine::Tokenizer tok(model);
+    for (const std::string& t : texts) {
+      auto ids = tok.Encode(t, true, false);
+      counts_.push_back(ids ? static_cast<long>(ids->size()) : static_cast<long>(t.size() / 4 + 1));
+      left_ += counts_.back();
+    }
+    total_ += left_;
+  }
+  ~EmbedWork() { total_ -= left_; }
+  void Done(size_t i) {
+    total_ -= counts_[i];
+    left_ -= counts_[i];
+  }
+
+ private:
+  std::atomic<long>& total_;
+  std::vector<long> counts_;
+  long left_ = 0;
+};
+
+}  // namespace
+
+LoadedModel::EmbedLoad LoadedModel::embed_load(int max_waiting) const {
+  EmbedLoad l;
+  l.tokens_ahead = std::max(0L, embed_tokens_.load());
+  l.s_per_token = embed_s_per_token_.load();
+  l.queue_full = embed_running_.load() && embed_waiting_.load() >= max_waiting;
+  return l;
+}
+
 Result<engine::EmbedResult> LoadedModel::Embed(const std::vector<std::string>& texts, int threads,
                                                int max_waiting, const std::function<bool()>& should_stop) {
   std::unique_lock<std::timed_mutex> lock(embed_mu_, std::try_to_lock);
+  std::optional<EmbedWork> work;  // ahead of later requests from admission on
   if (!lock.owns_lock()) {
     struct Waiting {
       std::atomic<int>& n;
@@ -78,11 +118,18 @@ Result<engine::EmbedResult> LoadedModel::Embed(const std::vector<std::string>& t
       e.retry_after_s = 1;
       return e;
     }
+    work.emplace(embed_tokens_, *model, texts);
     // A waiter that left, or whose deadline passed, gives its place back.
     while (!lock.try_lock_for(std::chrono::milliseconds(50))) {
       if (should_stop()) return MakeError(ErrorCode::kAborted, "embedding was stopped while it waited");
     }
   }
+  if (!work) work.emplace(embed_tokens_, *model, texts);
+  embed_running_.store(true);
+  struct Running {
+    std::atomic<bool>& flag;
+    ~Running() { flag.store(false); }
+  } running{embed_running_};
   if (!embed_session_) {
     engine::SessionOptions so;
     so.embeddings = true;
@@ -98,14 +145,24 @@ Result<engine::EmbedResult> LoadedModel::Embed(const std::vector<std::string>& t
   // stop between texts costs nothing; the abort check covers a long decode.
   embed_session_->SetAbortCheck(should_stop);
   engine::EmbedResult out;
-  for (const std::string& text : texts) {
+  for (size_t i = 0; i < texts.size(); ++i) {
+    // Generation shares the cores while it runs: half of the time measured is theirs.
+    const bool shared_before = scheduler && !scheduler->idle();
+    const auto t0 = Clock::now();
     Result<engine::EmbedResult> one =
         should_stop() ? Result<engine::EmbedResult>(MakeError(ErrorCode::kAborted, "embedding was stopped"))
-                      : engine::Embed(*embed_session_, {text});
+                      : engine::Embed(*embed_session_, {texts[i]});
     if (!one) {
       embed_session_->SetAbortCheck(nullptr);
       return one.error();
     }
+    if (one->n_tokens > 0) {
+      const bool shared = shared_before && scheduler && !scheduler->idle();
+      const double s = std::chrono::duration<double>(Clock::now() - t0).count() / one->n_tokens / (shared ? 2 : 1);
+      const double old = embed_s_per_token_.load();
+      embed_s_per_token_.store(old == 0 ? s : 0.7 * old + 0.3 * s);
+    }
+    work->Done(i);
     out.vectors.push_back(std::move(one->vectors[0]));
     out.n_tokens += one->n_tokens;
   }

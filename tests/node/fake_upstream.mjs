@@ -6,6 +6,7 @@
 //   - delays the first byte, hangs, or drops a stream after N chunks,
 //   - logs every request it saw with its key, hone's ledger id (X-Hone-Request-Id),
 //     the usage it billed, whether it completed and whether the client left.
+// POST .../embeddings answers [1, 0, 0] for each input (after ttft_ms; or `status`).
 // Control: POST /__script {default: Behaviour, queue: [Behaviour...]} (the
 // queue is used one per request first), GET /__log, POST /__reset.
 // Behaviour: {status, retry_after, ttft_ms, tokens_per_s, tokens, drop_after,
@@ -48,6 +49,30 @@ export function startFakeUpstream(port = 0) {
     if (req.method === 'GET' && req.url.endsWith('/models')) {
       res.setHeader('Content-Type', 'application/json');
       return res.end(JSON.stringify({ object: 'list', data: [{ id: 'cloud-model', object: 'model' }] }));
+    }
+    if (req.method === 'POST' && req.url.endsWith('/embeddings')) {
+      // Vectors of 3 dimensions, [1, 0, 0] each: unlike any local model's.
+      const b = { ...script.default, ...(script.queue.shift() || {}) };
+      let request = {};
+      try {
+        request = JSON.parse(body);
+      } catch {
+        res.statusCode = 400;
+        return res.end('{"error":{"message":"bad json"}}');
+      }
+      const inputs = Array.isArray(request.input) ? request.input : [request.input];
+      entry.model = request.model;
+      entry.inputs = inputs;
+      entry.status = b.status || 200;
+      res.setHeader('Content-Type', 'application/json');
+      if (entry.status !== 200) {
+        res.statusCode = entry.status;
+        return res.end(JSON.stringify({ error: { message: `scripted ${entry.status}`, type: 'scripted' } }));
+      }
+      if (b.ttft_ms >= 1) await new Promise((r) => setTimeout(r, b.ttft_ms));
+      const data = inputs.map((_, index) => ({ object: 'embedding', index, embedding: [1, 0, 0] }));
+      return res.end(JSON.stringify({ object: 'list', model: request.model, data,
+                                      usage: { prompt_tokens: inputs.length, total_tokens: inputs.length } }));
     }
     if (req.method !== 'POST' || !req.url.endsWith('/chat/completions')) {
       res.statusCode = 404;

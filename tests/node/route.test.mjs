@@ -74,6 +74,7 @@ function config() {
     route('failover', ['cloud:cloud-m', `local:${LOCAL}`], 'failover'),
     route('cloud-only', ['cloud:cloud-m'], 'failover'),
     route('support', [`local:${LOCAL}`, 'cloud:cloud-m'], 'local_first'),
+    route('embed-tight', [`local:${LOCAL}`, 'cloud:cloud-m'], 'local_first', ['ttft_slo = "0.001ms"', RETRY]),
     route('w-cloud', ['cloud:cloud-m', `local:${LOCAL}`], 'weighted', ['weights = [1, 0]', RETRY]),
     route('w-local', ['cloud:cloud-m', `local:${LOCAL}`], 'weighted', ['weights = [0, 1]', RETRY]),
     route('rl', ['rl:rl-m'], 'failover'),
@@ -323,6 +324,46 @@ test('local_first: a burst beyond the local queue overflows to the upstream, non
   const { json } = await routes();
   assert.equal(typeof json.overflow_rate, 'number');
   assert.ok(json.overflow_rate > 0 && json.overflow_rate <= 1, `overflow_rate ${json.overflow_rate}`);
+});
+
+const embedPosts = async () => (await up.log()).filter((e) => e.method === 'POST' && e.path.endsWith('/embeddings'));
+
+test('local_first embeddings: past the route SLO or the local queue they go to the upstream, none lost', { timeout: 60000 }, async (t) => {
+  await fresh({ default: { ttft_ms: 5 } });
+  const embed = (model, input) =>
+    within(client.embeddings.create({ model, input, encoding_format: 'float' }), 30000, `embeddings ${model}`);
+  // No SLO on 'support' and nothing queued: the local model answers.
+  const local = await embed('support', 'a cat sat on the mat');
+  const dim = local.data[0].embedding.length;
+  assert.notEqual(dim, 3, 'the local model, not the upstream (whose vectors have 3 dimensions)');
+  assert.equal((await embedPosts()).length, 0);
+  // An SLO no forward pass can meet: predicted over it, sent on, reason ttft_slo.
+  const m0 = await metricsText();
+  const cloud = await embed('embed-tight', ['a cat', 'a dog']);
+  assert.deepEqual(cloud.data.map((d) => d.embedding), [[1, 0, 0], [1, 0, 0]]);
+  const posts = await embedPosts();
+  assert.equal(posts.length, 1, 'one upstream request');
+  assert.deepEqual(posts[0].inputs, ['a cat', 'a dog']);
+  assert.equal(posts[0].model, 'cloud-m');
+  const m1 = await metricsText();
+  const slo = (t) => metricSum(t, 'hone_route_overflow_total', (l) => l.route === 'embed-tight' && l.reason === 'ttft_slo');
+  assert.equal(slo(m1) - slo(m0), 1, 'the overflow is counted with its reason');
+  // A burst past one running and one waiting: the rest overflow at admission
+  // (or, refused by a full queue, on the way), every one answered whole.
+  await fresh({ default: { ttft_ms: 5 } });
+  const long = Array.from({ length: 60 }, (_, i) => `word${i}`).join(' ');
+  const q0 = metricSum(await metricsText(), 'hone_route_overflow_total', (l) => l.route === 'support');
+  const burst = await Promise.all(Array.from({ length: 12 }, () => embed('support', [long, long])));
+  for (const [i, r] of burst.entries()) {
+    assert.equal(r.data.length, 2, `request ${i}: both vectors`);
+    const d = r.data[0].embedding.length;
+    assert.ok(d === dim || d === 3, `request ${i}: local (${dim}) or upstream (3) vectors, got ${d}`);
+  }
+  const toCloud = burst.filter((r) => r.data[0].embedding.length === 3).length;
+  t.diagnostic(`${toCloud} of 12 went to the upstream`);
+  assert.equal((await embedPosts()).length, toCloud, 'each overflow is exactly one upstream request');
+  const q1 = metricSum(await metricsText(), 'hone_route_overflow_total', (l) => l.route === 'support');
+  assert.equal(q1 - q0, toCloud, 'and each is counted');
 });
 
 test('weighted: a weight of 0 sends nothing to that target', { timeout: 30000 }, async () => {
