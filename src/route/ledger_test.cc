@@ -234,6 +234,14 @@ TEST_P(LedgerTest, TheJournalCarriesRowsInAndAKilledRunsLinesAreReplayedOnce) {
           << R"(b","M:2025-12"]]})" << "\n";
     out << R"({"id":")" << pre << R"(4","time":17645)";
   }
+  // A reader beside a live owner settles the lines it finds but leaves the
+  // journal, which the owner still appends to; the owner's copy is then a no-op.
+  const auto journal_bytes = std::filesystem::file_size(journal);
+  auto beside = LedgerWriter::Replay(*l, journal, LedgerWriter::ReplayAs::kBesideOwner);
+  ASSERT_TRUE(beside.ok()) << beside.error().ToString();
+  EXPECT_EQ(*beside, 2);
+  EXPECT_EQ(spent(), 400);
+  EXPECT_EQ(std::filesystem::file_size(journal), journal_bytes);
   auto replayed = LedgerWriter::Replay(*l, journal);
   ASSERT_TRUE(replayed.ok()) << replayed.error().ToString();
   EXPECT_EQ(*replayed, 2);  // the whole lines

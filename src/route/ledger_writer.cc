@@ -67,7 +67,8 @@ bool ParseLine(const std::string& text, Ledger::Settlement* out) {
 
 }  // namespace
 
-Result<int> LedgerWriter::Replay(Ledger& ledger, const std::string& path) {
+Result<int> LedgerWriter::Replay(Ledger& ledger, const std::string& path, ReplayAs as) {
+  const bool owner = as == ReplayAs::kOwner;
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) {
     if (errno == ENOENT) return 0;
@@ -83,8 +84,10 @@ Result<int> LedgerWriter::Replay(Ledger& ledger, const std::string& path) {
   while (at < text.size()) {
     const size_t end = text.find('\n', at);
     if (end == std::string::npos) {
-      // Killed mid-write: that request's answer never went out.
-      std::fprintf(stderr, "[hone] ledger: the journal %s ends in a torn line (%zu bytes), skipped\n", path.c_str(),
+      // Killed mid-write: that request's answer never went out. (Beside a
+      // live owner: a line being written now, the owner's to copy.)
+      if (owner)
+        std::fprintf(stderr, "[hone] ledger: the journal %s ends in a torn line (%zu bytes), skipped\n", path.c_str(),
                    text.size() - at);
       break;
     }
@@ -95,9 +98,10 @@ Result<int> LedgerWriter::Replay(Ledger& ledger, const std::string& path) {
       ++bad;
     at = end + 1;
   }
-  if (bad) std::fprintf(stderr, "[hone] ledger: %d unreadable line(s) in the journal %s, skipped\n", bad, path.c_str());
+  if (bad && owner) std::fprintf(stderr, "[hone] ledger: %d unreadable line(s) in the journal %s, skipped\n", bad, path.c_str());
   if (!batch.empty())
     if (auto r = ledger.SettleMany(batch); !r) return r.error();  // the journal stays for the next try
+  if (!owner) return static_cast<int>(batch.size());  // the owner appends to it and empties it
   if (truncate(path.c_str(), 0) != 0 && errno != ENOENT)
     return MakeError(ErrorCode::kIo, "cannot empty the ledger journal " + path + ": " + std::strerror(errno));
   return static_cast<int>(batch.size());
@@ -132,6 +136,7 @@ LedgerWriter::~LedgerWriter() {
 
 Status LedgerWriter::Append(const LedgerEntry& entry, const std::vector<BudgetPeriod>& parts) {
   const std::string line = Line(entry, parts);
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     size_t done = 0;
@@ -151,15 +156,25 @@ Status LedgerWriter::Append(const LedgerEntry& entry, const std::vector<BudgetPe
     size_ += static_cast<off_t>(line.size());
     queue_.push_back({entry, parts});
     ++appended_;
+    // The writer wakes for the first row of a batch (it then lingers for
+    // more) and for a full one; a wake per row would cost every request a
+    // futex wake-up and the ledger a transaction each.
+    wake = queue_.size() == 1 || queue_.size() >= kMaxBatch;
   }
-  work_cv_.notify_one();
+  if (wake) work_cv_.notify_one();
   return Status::Ok();
 }
 
 bool LedgerWriter::Flush(double timeout_s) {
   std::unique_lock<std::mutex> lock(mu_);
   const uint64_t target = appended_;
-  return done_cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return copied_ >= target; });
+  if (copied_ >= target) return true;
+  ++flush_waiters_;  // the writer stops lingering
+  work_cv_.notify_one();
+  const bool done =
+      done_cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return copied_ >= target; });
+  --flush_waiters_;
+  return done;
 }
 
 long LedgerWriter::errors() const {
@@ -175,8 +190,12 @@ void LedgerWriter::Loop() {
       std::unique_lock<std::mutex> lock(mu_);
       work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || !batch.empty(); });
       if (stopping_ && queue_.empty() && batch.empty()) return;
+      // Rows are safe in the journal already: wait a little for more, so a
+      // steady trickle is one transaction per kLinger, not one per request.
+      work_cv_.wait_for(lock, kLinger,
+                        [&] { return stopping_ || flush_waiters_ > 0 || queue_.size() >= kMaxBatch; });
       // A batch that failed is retried first, with what came meanwhile.
-      while (!queue_.empty() && batch.size() < 512) {
+      while (!queue_.empty() && batch.size() < kMaxBatch) {
         batch.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }

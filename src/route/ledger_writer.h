@@ -5,7 +5,8 @@
 //     one line in state_dir/ledger.journal: a single write(2), in the page
 //     cache when it returns, so a process killed right after loses nothing
 //   the writer thread
-//     copies what was appended into SQLite, many rows per transaction, and
+//     copies what was appended into SQLite, many rows per transaction (it
+//     lingers up to 50 ms for more unless a reader is waiting in Flush), and
 //     empties the journal once the ledger holds everything in it
 //   Replay (the next owner: hone serve at start, or hone spend when no server
 //     holds the ledger)
@@ -20,6 +21,7 @@
 // memory and asks Flush before it reads totals back from the ledger.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -48,9 +50,13 @@ class LedgerWriter {
   bool Flush(double timeout_s = 5);
   long errors() const;  // failed copies so far (each retried)
 
-  // Settles every whole line of the journal into the ledger and empties it.
-  // Returns how many lines it held.
-  static Result<int> Replay(Ledger& ledger, const std::string& journal_path);
+  // Settles every whole line of the journal into the ledger and, as its
+  // owner, empties it. Returns how many lines it held. kBesideOwner is a
+  // reader (hone spend) while a server owns the ledger: the rows that server
+  // has not copied yet go in now (settling is idempotent by id, so its own
+  // copy later changes nothing); the journal is left as it is.
+  enum class ReplayAs { kOwner, kBesideOwner };
+  static Result<int> Replay(Ledger& ledger, const std::string& journal_path, ReplayAs as = ReplayAs::kOwner);
 
  private:
   LedgerWriter(Ledger* ledger, std::string path, int fd);
@@ -60,8 +66,12 @@ class LedgerWriter {
   const std::string path_;
   const int fd_;  // the journal, O_APPEND
 
+  static constexpr size_t kMaxBatch = 512;  // rows per transaction
+  static constexpr std::chrono::milliseconds kLinger{50};
+
   mutable std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
+  int flush_waiters_ = 0;                 // GUARDED_BY(mu_): Flush calls waiting
   std::deque<Ledger::Settlement> queue_;  // GUARDED_BY(mu_): appended, not yet taken
   uint64_t appended_ = 0;                 // GUARDED_BY(mu_)
   uint64_t copied_ = 0;                   // GUARDED_BY(mu_): in the ledger

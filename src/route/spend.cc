@@ -159,12 +159,17 @@ Result<std::unique_ptr<Spend>> Spend::Open(const SpendConfig& config, const std:
     writer = std::move(*w);
   } else if (config.ledger != "postgres") {
     // A reader: where no server owns the ledger, the last one's journal
-    // (killed before it copied its rows) goes in first.
+    // (killed before it copied its rows) goes in first; beside a live
+    // server, the rows its writer has not copied yet, so that what a reader
+    // shows includes every answer already given.
     const std::string lock = state_dir + "/ledger.lock";
     const int fd = open(lock.c_str(), O_RDWR | O_CLOEXEC);
-    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0)
-      if (auto r = LedgerWriter::Replay(**ledger, journal); !r) {
-        close(fd);
+    const bool owner_alive = fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0;
+    if (fd >= 0)
+      if (auto r = LedgerWriter::Replay(**ledger, journal,
+                                        owner_alive ? LedgerWriter::ReplayAs::kBesideOwner : LedgerWriter::ReplayAs::kOwner);
+          !r) {
+        if (fd >= 0) close(fd);
         return r.error();
       }
     if (fd >= 0) close(fd);
