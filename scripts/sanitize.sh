@@ -4,8 +4,9 @@
 #   1. ASan + UBSan build (build-asan/, also holding the libFuzzer targets
 #      bench/fuzz.sh runs): every unit test, and the node client tests
 #      (official openai, ollama, @anthropic-ai/sdk clients) against its hone.
-#   2. TSan build (build-tsan/): the scheduler and model-pool tests, and the
-#      upstream HTTP client's (each call is driven by whichever thread reads it).
+#   2. TSan build (build-tsan/): the scheduler and model-pool tests, the
+#      upstream HTTP client's (each call is driven by whichever thread reads
+#      it), and the SQLite ledger's (the journal's writer thread).
 # llama.cpp itself stays the uninstrumented pinned build: these check hone.
 #
 # Usage: scripts/sanitize.sh [asan|tsan|all]   (JOBS may be set)
@@ -99,7 +100,7 @@ if [ "$WHAT" = tsan ] || [ "$WHAT" = all ]; then
     build-tsan/tests/serve_tests --gtest_filter='SchedulerTest.*:ModelPoolTest.*' >"$LOG_DIR/tsan.log" 2>&1
   rc=$?
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp" \
-    build-tsan/tests/route_tests --gtest_filter='HttpClient.*' >"$LOG_DIR/tsan-route.log" 2>&1
+    build-tsan/tests/route_tests --gtest_filter='HttpClient.*:Databases/LedgerTest.*/sqlite' >"$LOG_DIR/tsan-route.log" 2>&1
   rc_route=$?
   set -e
   summary=$(grep -E "^\[  (PASSED|FAILED)  \]" "$LOG_DIR/tsan.log" | tr '\n' ' ' || true)
@@ -107,7 +108,7 @@ if [ "$WHAT" = tsan ] || [ "$WHAT" = all ]; then
   row "TSan" "serve_tests: SchedulerTest.*, ModelPoolTest.*" "${summary:-no summary}; reports: $races" "$LOG_DIR/tsan.log"
   summary=$(grep -E "^\[  (PASSED|FAILED)  \]" "$LOG_DIR/tsan-route.log" | tr '\n' ' ' || true)
   races=$(grep -c "WARNING: ThreadSanitizer" "$LOG_DIR/tsan-route.log" || true)
-  row "TSan" "route_tests: HttpClient.*" "${summary:-no summary}; reports: $races" "$LOG_DIR/tsan-route.log"
+  row "TSan" "route_tests: HttpClient.*, the SQLite LedgerTest.* (the journal's writer thread)" "${summary:-no summary}; reports: $races" "$LOG_DIR/tsan-route.log"
   [ $rc -eq 0 ] && [ $rc_route -eq 0 ] || FAILED=1
 fi
 
