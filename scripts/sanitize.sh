@@ -93,22 +93,25 @@ fi
 if [ "$WHAT" = tsan ] || [ "$WHAT" = all ]; then
   echo "[sanitize] TSan build in build-tsan (scheduler, pool and HTTP client tests)" >&2
   configure build-tsan "-fsanitize=thread"
-  cmake --build build-tsan -j "$JOBS" --target serve_tests route_tests >"$LOG_DIR/tsan-build.log" 2>&1 ||
+  cmake --build build-tsan -j "$JOBS" --target serve_tests route_tests ledger_tests >"$LOG_DIR/tsan-build.log" 2>&1 ||
     { tail -30 "$LOG_DIR/tsan-build.log"; exit 1; }
   set +e
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp" \
     build-tsan/tests/serve_tests --gtest_filter='SchedulerTest.*:ModelPoolTest.*' >"$LOG_DIR/tsan.log" 2>&1
   rc=$?
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp" \
-    build-tsan/tests/route_tests --gtest_filter='HttpClient.*:Databases/LedgerTest.*/sqlite' >"$LOG_DIR/tsan-route.log" 2>&1
+    build-tsan/tests/route_tests --gtest_filter='HttpClient.*' >"$LOG_DIR/tsan-route.log" 2>&1
   rc_route=$?
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp" \
+    build-tsan/tests/ledger_tests --gtest_filter='*sqlite*' >>"$LOG_DIR/tsan-route.log" 2>&1
+  rc_route=$((rc_route | $?))
   set -e
   summary=$(grep -E "^\[  (PASSED|FAILED)  \]" "$LOG_DIR/tsan.log" | tr '\n' ' ' || true)
   races=$(grep -c "WARNING: ThreadSanitizer" "$LOG_DIR/tsan.log" || true)
   row "TSan" "serve_tests: SchedulerTest.*, ModelPoolTest.*" "${summary:-no summary}; reports: $races" "$LOG_DIR/tsan.log"
-  summary=$(grep -E "^\[  (PASSED|FAILED)  \]" "$LOG_DIR/tsan-route.log" | tr '\n' ' ' || true)
+  summary=$(grep -E "^\[  (PASSED|FAILED)  \]" "$LOG_DIR/tsan-route.log" | tr '\n' ' ' || true)  # two binaries
   races=$(grep -c "WARNING: ThreadSanitizer" "$LOG_DIR/tsan-route.log" || true)
-  row "TSan" "route_tests: HttpClient.*, the SQLite LedgerTest.* (the journal's writer thread)" "${summary:-no summary}; reports: $races" "$LOG_DIR/tsan-route.log"
+  row "TSan" "route_tests: HttpClient.*; ledger_tests: the SQLite LedgerTest.* (the journal's writer thread)" "${summary:-no summary}; reports: $races" "$LOG_DIR/tsan-route.log"
   [ $rc -eq 0 ] && [ $rc_route -eq 0 ] || FAILED=1
 fi
 
