@@ -87,8 +87,8 @@ Result<int> LedgerWriter::Replay(Ledger& ledger, const std::string& path, Replay
       // Killed mid-write: that request's answer never went out. (Beside a
       // live owner: a line being written now, the owner's to copy.)
       if (owner)
-        std::fprintf(stderr, "[hone] ledger: the journal %s ends in a torn line (%zu bytes), skipped\n", path.c_str(),
-                   text.size() - at);
+        std::fprintf(stderr, "[hone] ledger: the journal %s ends in a torn line (%zu bytes), skipped\n",
+                     path.c_str(), text.size() - at);
       break;
     }
     Ledger::Settlement one;
@@ -98,10 +98,12 @@ Result<int> LedgerWriter::Replay(Ledger& ledger, const std::string& path, Replay
       ++bad;
     at = end + 1;
   }
-  if (bad && owner) std::fprintf(stderr, "[hone] ledger: %d unreadable line(s) in the journal %s, skipped\n", bad, path.c_str());
+  if (bad && owner)
+    std::fprintf(stderr, "[hone] ledger: %d unreadable line(s) in the journal %s, skipped\n", bad,
+                 path.c_str());
   if (!batch.empty())
     if (auto r = ledger.SettleMany(batch); !r) return r.error();  // the journal stays for the next try
-  if (!owner) return static_cast<int>(batch.size());  // the owner appends to it and empties it
+  if (!owner) return static_cast<int>(batch.size());              // the owner appends to it and empties it
   if (truncate(path.c_str(), 0) != 0 && errno != ENOENT)
     return MakeError(ErrorCode::kIo, "cannot empty the ledger journal " + path + ": " + std::strerror(errno));
   return static_cast<int>(batch.size());

@@ -520,9 +520,10 @@ Result<serve::Embeddings> Router::Embed(const serve::EmbeddingRequest& r,
       // time against the route's SLO, from the embedding work queued here.
       if (route.policy == Policy::kLocalFirst && has_remote) {
         const auto f = local_.PredictEmbed(er);
-        const char* why = f.queue_full                                         ? "queue_full"
-                          : route.ttft_slo_s > 0 && f.seconds > route.ttft_slo_s ? (f.loaded ? "ttft_slo" : "cold_model")
-                                                                                 : nullptr;
+        const char* why = f.queue_full ? "queue_full"
+                          : route.ttft_slo_s > 0 && f.seconds > route.ttft_slo_s
+                              ? (f.loaded ? "ttft_slo" : "cold_model")
+                              : nullptr;
         if (why) {
           overflowed(why);
           deferred.push_back(i);

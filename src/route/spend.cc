@@ -166,8 +166,9 @@ Result<std::unique_ptr<Spend>> Spend::Open(const SpendConfig& config, const std:
     const int fd = open(lock.c_str(), O_RDWR | O_CLOEXEC);
     const bool owner_alive = fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0;
     if (fd >= 0)
-      if (auto r = LedgerWriter::Replay(**ledger, journal,
-                                        owner_alive ? LedgerWriter::ReplayAs::kBesideOwner : LedgerWriter::ReplayAs::kOwner);
+      if (auto r = LedgerWriter::Replay(
+              **ledger, journal,
+              owner_alive ? LedgerWriter::ReplayAs::kBesideOwner : LedgerWriter::ReplayAs::kOwner);
           !r) {
         if (fd >= 0) close(fd);
         return r.error();

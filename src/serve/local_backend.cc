@@ -183,6 +183,17 @@ Result<engine::SamplingOptions> LocalBackend::SamplingFor(const Sampling& s, con
   return o;
 }
 
+namespace {
+
+// A cold load: the file from disk at ~1 GB/s, then the text at a modest
+// rate (about 4 bytes a token); the first request pays for both.
+double ColdSeconds(uint64_t file_bytes, int tokens) {
+  return static_cast<double>(file_bytes) / 1e9 + 0.5 + tokens * 0.005;
+}
+int GuessTokens(size_t bytes) { return static_cast<int>(bytes / 4 + 1); }
+
+}  // namespace
+
 LocalBackend::Forecast LocalBackend::Predict(const GenerationRequest& r) {
   Forecast f;
   auto entry = pool_.registry().Resolve(r.model);
@@ -190,13 +201,11 @@ LocalBackend::Forecast LocalBackend::Predict(const GenerationRequest& r) {
   f.known = true;
   std::shared_ptr<LoadedModel> m = pool_.Peek(r.model);
   if (!m || !m->scheduler) {
-    // A cold load: the file from disk at ~1 GB/s, then the prompt at a
-    // modest rate; the first request pays for both.
-    size_t chars = 0;
-    for (const Message& msg : r.messages) chars += msg.content.size();
-    for (const std::string& p : r.prompts) chars += p.size();
-    f.load.uncached_tokens = static_cast<int>(chars / 4 + 1);
-    f.load.ttft_s = static_cast<double>((*entry)->file_bytes) / 1e9 + 0.5 + f.load.uncached_tokens * 0.005;
+    size_t bytes = 0;
+    for (const Message& msg : r.messages) bytes += msg.content.size();
+    for (const std::string& p : r.prompts) bytes += p.size();
+    f.load.uncached_tokens = GuessTokens(bytes);
+    f.load.ttft_s = ColdSeconds((*entry)->file_bytes, f.load.uncached_tokens);
     return f;
   }
   f.loaded = true;
@@ -228,17 +237,17 @@ LocalBackend::EmbedForecast LocalBackend::PredictEmbed(const EmbeddingRequest& r
   f.known = true;
   std::shared_ptr<LoadedModel> m = pool_.Peek(r.model);
   if (!m || !m->model) {
-    size_t chars = 0;
-    for (const std::string& t : r.inputs) chars += t.size();
-    f.tokens = static_cast<int>(chars / 4 + 1);
-    f.seconds = static_cast<double>((*entry)->file_bytes) / 1e9 + 0.5 + f.tokens * 0.005;
+    size_t bytes = 0;
+    for (const std::string& t : r.inputs) bytes += t.size();
+    f.tokens = GuessTokens(bytes);
+    f.seconds = ColdSeconds((*entry)->file_bytes, f.tokens);
     return f;
   }
   f.loaded = true;
   const engine::Tokenizer tok(*m->model);
   for (const std::string& t : r.inputs) {
     auto ids = tok.Encode(t, true, false);
-    f.tokens += ids ? static_cast<int>(ids->size()) : static_cast<int>(t.size() / 4 + 1);
+    f.tokens += ids ? static_cast<int>(ids->size()) : GuessTokens(t.size());
   }
   const int max_waiting = m->scheduler ? m->scheduler->options().max_queue : 0;
   const auto e = m->embed_load(max_waiting);

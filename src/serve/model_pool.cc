@@ -158,7 +158,8 @@ Result<engine::EmbedResult> LoadedModel::Embed(const std::vector<std::string>& t
     }
     if (one->n_tokens > 0) {
       const bool shared = shared_before && scheduler && !scheduler->idle();
-      const double s = std::chrono::duration<double>(Clock::now() - t0).count() / one->n_tokens / (shared ? 2 : 1);
+      const double s =
+          std::chrono::duration<double>(Clock::now() - t0).count() / one->n_tokens / (shared ? 2 : 1);
       const double old = embed_s_per_token_.load();
       embed_s_per_token_.store(old == 0 ? s : 0.7 * old + 0.3 * s);
     }

@@ -69,9 +69,9 @@ class LoadedModel {
   // Embedding work still to do on this model, which shares the cores with
   // the scheduler: what LocalBackend's forecasts add for it.
   struct EmbedLoad {
-    long tokens_ahead = 0;     // of the texts waiting or running, not done yet
-    double s_per_token = 0;    // measured, as if alone on the cores; 0 = not yet
-    bool queue_full = false;   // an Embed now would get kBusy
+    long tokens_ahead = 0;    // of the texts waiting or running, not done yet
+    double s_per_token = 0;   // measured, as if alone on the cores; 0 = not yet
+    bool queue_full = false;  // an Embed now would get kBusy
   };
   EmbedLoad embed_load(int max_waiting) const;
 
@@ -79,9 +79,9 @@ class LoadedModel {
   friend class ModelPool;
   std::timed_mutex embed_mu_;
   std::atomic<int> embed_waiting_{0};  // Embed calls not yet holding embed_mu_
-  std::atomic<bool> embed_running_{false};  // an Embed holds embed_mu_
-  std::atomic<long> embed_tokens_{0};       // EmbedLoad::tokens_ahead
-  std::atomic<double> embed_s_per_token_{0};  // EWMA; written under embed_mu_
+  std::atomic<bool> embed_running_{false};          // an Embed holds embed_mu_
+  std::atomic<long> embed_tokens_{0};               // EmbedLoad::tokens_ahead
+  std::atomic<double> embed_s_per_token_{0};        // EWMA; written under embed_mu_
   std::unique_ptr<engine::Session> embed_session_;  // guarded by embed_mu_
   int in_use_ = 0;                                  // guarded by the pool's mutex
   Clock::time_point last_used_;

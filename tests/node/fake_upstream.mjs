@@ -50,16 +50,21 @@ export function startFakeUpstream(port = 0) {
       res.setHeader('Content-Type', 'application/json');
       return res.end(JSON.stringify({ object: 'list', data: [{ id: 'cloud-model', object: 'model' }] }));
     }
-    if (req.method === 'POST' && req.url.endsWith('/embeddings')) {
+    const embeddings = req.method === 'POST' && req.url.endsWith('/embeddings');
+    if (!embeddings && (req.method !== 'POST' || !req.url.endsWith('/chat/completions'))) {
+      res.statusCode = 404;
+      return res.end('{"error":{"message":"not found"}}');
+    }
+    const b = { ...script.default, ...(script.queue.shift() || {}) };
+    let request = {};
+    try {
+      request = JSON.parse(body);
+    } catch {
+      res.statusCode = 400;
+      return res.end('{"error":{"message":"bad json"}}');
+    }
+    if (embeddings) {
       // Vectors of 3 dimensions, [1, 0, 0] each: unlike any local model's.
-      const b = { ...script.default, ...(script.queue.shift() || {}) };
-      let request = {};
-      try {
-        request = JSON.parse(body);
-      } catch {
-        res.statusCode = 400;
-        return res.end('{"error":{"message":"bad json"}}');
-      }
       const inputs = Array.isArray(request.input) ? request.input : [request.input];
       entry.model = request.model;
       entry.inputs = inputs;
@@ -73,18 +78,6 @@ export function startFakeUpstream(port = 0) {
       const data = inputs.map((_, index) => ({ object: 'embedding', index, embedding: [1, 0, 0] }));
       return res.end(JSON.stringify({ object: 'list', model: request.model, data,
                                       usage: { prompt_tokens: inputs.length, total_tokens: inputs.length } }));
-    }
-    if (req.method !== 'POST' || !req.url.endsWith('/chat/completions')) {
-      res.statusCode = 404;
-      return res.end('{"error":{"message":"not found"}}');
-    }
-    const b = { ...script.default, ...(script.queue.shift() || {}) };
-    let request = {};
-    try {
-      request = JSON.parse(body);
-    } catch {
-      res.statusCode = 400;
-      return res.end('{"error":{"message":"bad json"}}');
     }
     entry.model = request.model;
     entry.stream = !!request.stream;
