@@ -291,7 +291,10 @@ Result<std::unique_ptr<Completion>> LocalBackend::Start(const GenerationRequest&
     e.retry_after_s = 1;
     return e;
   };
-  if (sched.QueueFull()) return busy();
+  // Held before the template and the tokens: a burst past the queue is
+  // refused before each request pays for them.
+  QueuePlace place = sched.HoldPlace();
+  if (!place) return busy();
   std::vector<std::vector<engine::Token>> prompts;
   std::optional<engine::ChatPlan> plan;
   std::vector<std::string> stops = r.stop;
@@ -330,7 +333,7 @@ Result<std::unique_ptr<Completion>> LocalBackend::Start(const GenerationRequest&
     std::vector<engine::Token> preserved = plan ? plan->preserved_tokens : std::vector<engine::Token>{};
     auto job =
         std::make_shared<Job>(std::move(p), r.max_tokens, *sampling, stops, deadline, std::move(preserved));
-    auto submitted = sched.Submit(job);
+    auto submitted = sched.Submit(job, &place);  // the first prompt takes the place
     if (!submitted) return submitted.error();  // ~LocalCompletion cancels the jobs already queued
     if (*submitted == SubmitResult::kQueueFull) return busy();
     if (*submitted == SubmitResult::kStopping) {

@@ -93,13 +93,42 @@ int Scheduler::waiting() const {
   return static_cast<int>(queue_.size());
 }
 
-bool Scheduler::QueueFull() const {
-  std::lock_guard<std::mutex> lock(mu_);
+// max_queue counts requests that must wait: those a free slot will take at
+// the next step do not (so max_queue 0 means "only what the slots hold").
+// Places held by requests still preparing count as taken. Needs mu_.
+int Scheduler::RoomLocked() const {
   const int free_slots = std::max(0, opt_.slots - active_.load());
-  return static_cast<int>(queue_.size()) >= opt_.max_queue + free_slots;
+  return opt_.max_queue + free_slots - static_cast<int>(queue_.size()) - places_held_;
 }
 
-Result<SubmitResult> Scheduler::Submit(std::shared_ptr<Job> job) {
+bool Scheduler::QueueFull() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return RoomLocked() <= 0;
+}
+
+QueuePlace Scheduler::HoldPlace() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_ || RoomLocked() <= 0) return QueuePlace();
+  ++places_held_;
+  return QueuePlace(this);
+}
+
+QueuePlace& QueuePlace::operator=(QueuePlace&& o) noexcept {
+  if (this != &o) {
+    this->~QueuePlace();
+    sched_ = std::exchange(o.sched_, nullptr);
+  }
+  return *this;
+}
+
+QueuePlace::~QueuePlace() {
+  if (!sched_) return;
+  std::lock_guard<std::mutex> lock(sched_->mu_);
+  --sched_->places_held_;
+}
+
+Result<SubmitResult> Scheduler::Submit(std::shared_ptr<Job> job, QueuePlace* place) {
+  if (place && place->sched_ != this) place = nullptr;  // an empty place, or another model's
   if (job->prompt.empty()) return MakeError(ErrorCode::kInvalidArgument, "the prompt is empty");
   if (static_cast<int>(job->prompt.size()) >= opt_.ctx_per_slot) {
     return MakeError(ErrorCode::kInvalidArgument, "the prompt has " + std::to_string(job->prompt.size()) +
@@ -116,7 +145,7 @@ Result<SubmitResult> Scheduler::Submit(std::shared_ptr<Job> job) {
     return MakeError(ErrorCode::kInvalidArgument, "'repeat_last_n' must be within [-1, " +
                                                       std::to_string(opt_.ctx_per_slot) + "] (the context)");
   }
-  if (QueueFull()) return SubmitResult::kQueueFull;  // checked again under the lock below
+  if (!place && QueueFull()) return SubmitResult::kQueueFull;  // checked again under the lock below
   auto sampler = engine::Sampler::Create(*model_, job->sampling);
   if (!sampler) return sampler.error();
   // Penalties should see the prompt; a grammar must not (it constrains the output only).
@@ -126,10 +155,12 @@ Result<SubmitResult> Scheduler::Submit(std::shared_ptr<Job> job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return SubmitResult::kStopping;
-    // max_queue counts requests that must wait: those a free slot will take at
-    // the next step do not (so max_queue 0 means "only what the slots hold").
-    const int free_slots = std::max(0, opt_.slots - active_.load());
-    if (static_cast<int>(queue_.size()) >= opt_.max_queue + free_slots) return SubmitResult::kQueueFull;
+    // The caller's own place is room kept for it.
+    if (RoomLocked() + (place ? 1 : 0) <= 0) return SubmitResult::kQueueFull;
+    if (place) {
+      --places_held_;
+      place->sched_ = nullptr;
+    }
     queue_.push_back({std::move(job), std::move(*sampler)});
     metrics_->Set(metric::kWaiting, name_, static_cast<double>(queue_.size()));
   }
@@ -449,8 +480,7 @@ LoadForecast Scheduler::Forecast(const std::vector<engine::Token>& prompt, int m
     std::lock_guard<std::mutex> lock(mu_);
     f.waiting = static_cast<int>(queue_.size());
     for (const Pending& p : queue_) waiting_prompts.push_back(p.job->prompt.size());
-    const int free_slots = std::max(0, opt_.slots - f.active);
-    f.queue_full = stopping_ || f.waiting >= opt_.max_queue + free_slots;
+    f.queue_full = stopping_ || RoomLocked() <= 0;
   }
   std::lock_guard<std::mutex> lock(view_mu_);
   f.prefill_tps = 1.0 / prefill_s_per_token_;

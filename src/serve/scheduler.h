@@ -28,6 +28,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "engine/batch_decoder.h"
@@ -76,6 +77,29 @@ struct LoadForecast {
   double step_s = 0;        // measured seconds per decode step
 };
 
+class Scheduler;
+
+// A place in a scheduler's queue, held while a request prepares (its
+// template, tokens and sampler) and then used by Submit. Requests preparing
+// at once cannot all pass a check the queue has not seen yet: a burst of a
+// thousand renders no more templates than the queue and the slots can take,
+// and the rest are refused at once. Giving it up (destruction) frees it.
+class QueuePlace {
+ public:
+  QueuePlace() = default;
+  QueuePlace(QueuePlace&& o) noexcept : sched_(std::exchange(o.sched_, nullptr)) {}
+  QueuePlace& operator=(QueuePlace&& o) noexcept;
+  QueuePlace(const QueuePlace&) = delete;
+  QueuePlace& operator=(const QueuePlace&) = delete;
+  ~QueuePlace();
+  explicit operator bool() const { return sched_ != nullptr; }
+
+ private:
+  friend class Scheduler;
+  explicit QueuePlace(Scheduler* s) : sched_(s) {}
+  Scheduler* sched_ = nullptr;
+};
+
 class Scheduler {
  public:
   // Creates the session and starts the thread.
@@ -83,18 +107,23 @@ class Scheduler {
                                                    const SchedulerOptions& opt, Metrics* metrics,
                                                    std::string model_name);
   ~Scheduler();  // cancels everything still running and joins the thread
+  friend class QueuePlace;
 
   // Checks the request (prompt length, sampling options, grammar) and queues it.
   // Errors: kInvalidArgument. kQueueFull when the queue is at max_queue.
-  Result<SubmitResult> Submit(std::shared_ptr<Job> job);
+  // `place` (from HoldPlace): the job takes that place, which the queue had
+  // kept for it; the place is used up when the job is queued.
+  Result<SubmitResult> Submit(std::shared_ptr<Job> job, QueuePlace* place = nullptr);
+  // A place in the queue, or an empty one when the queue, with the places
+  // other requests hold, is full (the caller answers 429/503 at once).
+  QueuePlace HoldPlace();
 
   // Thread-safe; costs a pass over the waiting queue and the slots.
   LoadForecast Forecast(const std::vector<engine::Token>& prompt, int max_tokens) const;
 
   int active() const { return active_.load(); }  // slots busy
   int waiting() const;
-  // Submit would answer kQueueFull now: a burst past the queue is refused
-  // before each request pays for its template, tokens and sampler.
+  // Submit would answer kQueueFull now (places held count as taken).
   bool QueueFull() const;
   bool idle() const { return active() == 0 && waiting() == 0; }
   int ctx_per_slot() const { return opt_.ctx_per_slot; }
@@ -137,7 +166,8 @@ class Scheduler {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Pending> queue_;
+  std::deque<Pending> queue_;  // GUARDED_BY(mu_)
+  int places_held_ = 0;        // GUARDED_BY(mu_): QueuePlaces not yet used or given up
   bool stopping_ = false;
   std::atomic<int> active_{0};
   std::atomic<int> max_seqs_per_step_{0};
@@ -158,6 +188,7 @@ class Scheduler {
   // carried (index n; 0 = not measured yet): a step with 8 streams costs more.
   std::vector<double> step_s_by_n_;
   double StepSeconds(int n) const;  // needs view_mu_
+  int RoomLocked() const;           // needs mu_: places left in the queue
   double avg_completion_ = 64;      // GUARDED_BY(view_mu_): EWMA of finished answers' tokens
   std::thread thread_;
 };

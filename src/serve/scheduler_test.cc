@@ -197,6 +197,39 @@ TEST_F(SchedulerTest, QueueBeyondItsBoundIsRefused) {
   for (auto& j : jobs) j->Cancel();
 }
 
+// Places held by requests still preparing count as taken: once the queue
+// and the slots are spoken for, the next request is refused before it
+// prepares, and a place given back is free again.
+TEST_F(SchedulerTest, HeldPlacesCountAsTakenUntilUsedOrGivenBack) {
+  auto s = Make({.slots = 1, .ctx_per_slot = 1024, .max_queue = 1});
+  QueuePlace a = s->HoldPlace(), b = s->HoldPlace();  // the free slot, and the one queue place
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(b);
+  EXPECT_FALSE(s->HoldPlace());
+  EXPECT_TRUE(s->QueueFull());
+  EXPECT_TRUE(s->Forecast(Prompt("Once upon a time"), 5).queue_full);
+  // Without a place, a job finds no room; with one, it takes its place.
+  auto extra = NewJob("Once upon a time", 5);
+  EXPECT_EQ(*s->Submit(extra), SubmitResult::kQueueFull);
+  auto runner = NewJob("Once upon a time", -1);
+  ASSERT_EQ(*s->Submit(runner, &a), SubmitResult::kOk);
+  EXPECT_FALSE(a);  // used up
+  EXPECT_FALSE(s->HoldPlace());
+  {
+    QueuePlace given_back = std::move(b);
+  }
+  QueuePlace c = s->HoldPlace();
+  EXPECT_TRUE(c);
+  auto waiting = NewJob("Once upon a time", 5);
+  ASSERT_EQ(*s->Submit(waiting, &c), SubmitResult::kOk);
+  EXPECT_EQ(*s->Submit(NewJob("Once upon a time", 5)), SubmitResult::kQueueFull);
+  runner->Cancel();
+  runner->WaitAll();
+  waiting->WaitAll();
+  EXPECT_EQ(waiting->result().finish, Finish::kLength);
+  EXPECT_TRUE(s->HoldPlace());
+}
+
 // A queued job whose client left (or whose deadline passed) gives its queue
 // place back at the next step, while the one slot is still busy.
 TEST_F(SchedulerTest, AbandonedQueuedJobsFreeTheirPlace) {
