@@ -1,6 +1,7 @@
 #include "route/router.h"
 
 #include <algorithm>
+#include <numeric>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -511,7 +512,12 @@ Result<serve::Embeddings> Router::Embed(const serve::EmbeddingRequest& r,
                                             {"outcome", e ? "ok" : CodeLabel(e.error().code)}}));
     return e;
   };
-  for (size_t i = 0; i < route.targets.size(); ++i) {
+  // The targets in listed order; local_first puts the local ones first, as for chat.
+  std::vector<size_t> order(route.targets.size());
+  std::iota(order.begin(), order.end(), 0);
+  if (route.policy == Policy::kLocalFirst)
+    std::stable_partition(order.begin(), order.end(), [&](size_t i) { return route.targets[i].local(); });
+  for (size_t i : order) {
     const Target& t = route.targets[i];
     serve::EmbeddingRequest er = r;
     er.model = t.model;

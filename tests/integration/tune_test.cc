@@ -94,7 +94,12 @@ TEST(TuneCli, ServerWorkloadMeasuresConcurrentStreams) {
   for (const auto& t : j["trials"]) {
     if (t["stage"] == "parallel") slot_trials.insert(t["config"].get<std::string>());
   }
-  EXPECT_EQ(slot_trials.size(), 2u) << r.output;  // the third value is the incumbent's
+  // The third value is the incumbent's. On a loaded machine the 30 s budget
+  // may end after the first of the two; the report must then say so.
+  if (j["budget_exhausted"] == true)
+    EXPECT_GE(slot_trials.size(), 1u) << r.output;
+  else
+    EXPECT_EQ(slot_trials.size(), 2u) << r.output;
   const int np = j["best_params"]["n_parallel"].get<int>();
   const std::string flags = j["llama_server_flags"].get<std::string>();
   if (np > 1)

@@ -75,6 +75,7 @@ function config() {
     route('cloud-only', ['cloud:cloud-m'], 'failover'),
     route('support', [`local:${LOCAL}`, 'cloud:cloud-m'], 'local_first'),
     route('embed-tight', [`local:${LOCAL}`, 'cloud:cloud-m'], 'local_first', ['ttft_slo = "0.001ms"', RETRY]),
+    route('embed-cloud-listed-first', ['cloud:cloud-m', `local:${LOCAL}`], 'local_first'),
     route('w-cloud', ['cloud:cloud-m', `local:${LOCAL}`], 'weighted', ['weights = [1, 0]', RETRY]),
     route('w-local', ['cloud:cloud-m', `local:${LOCAL}`], 'weighted', ['weights = [0, 1]', RETRY]),
     route('rl', ['rl:rl-m'], 'failover'),
@@ -336,6 +337,10 @@ test('local_first embeddings: past the route SLO or the local queue they go to t
   const local = await embed('support', 'a cat sat on the mat');
   const dim = local.data[0].embedding.length;
   assert.notEqual(dim, 3, 'the local model, not the upstream (whose vectors have 3 dimensions)');
+  assert.equal((await embedPosts()).length, 0);
+  // local_first tries the local model first wherever it is listed, as for chat.
+  const first = await embed('embed-cloud-listed-first', 'a cat');
+  assert.equal(first.data[0].embedding.length, dim, 'local, though the cloud is listed first');
   assert.equal((await embedPosts()).length, 0);
   // An SLO no forward pass can meet: predicted over it, sent on, reason ttft_slo.
   const m0 = await metricsText();
