@@ -28,43 +28,61 @@ const char* TransportErrorName(TransportError e) {
   return "?";
 }
 
-// Idle multi handles, each with the connections its last calls left open.
-// A call takes one for its life, so a worker that sends one request after
-// another reuses its kept-alive connection, and no two threads ever drive
-// one handle (libcurl does not share connections across threads).
+// Idle transfer handles: a multi handle with the connections its last calls
+// left open, and the easy handle those calls used (reset between calls, so
+// each call costs no easy-handle allocation, and libcurl keeps the buffers it
+// grew). A call takes one pair for its life, so a worker that sends one
+// request after another reuses its kept-alive connection, and no two threads
+// ever drive one handle (libcurl does not share connections across threads).
 struct HttpClient::Pool {
+  struct Handles {
+    CURLM* multi = nullptr;
+    CURL* easy = nullptr;
+  };
   std::atomic<bool> stopping{false};  // the client is gone
   std::mutex mu;
-  std::vector<CURLM*> idle;  // GUARDED_BY(mu): most recently used last
+  std::vector<Handles> idle;  // GUARDED_BY(mu): most recently used last
 
-  CURLM* Take() {
+  // A pair, or a null multi when libcurl could not make one.
+  Handles Take() {
     {
       std::lock_guard<std::mutex> lock(mu);
       if (!idle.empty()) {
-        CURLM* m = idle.back();
+        Handles h = idle.back();
         idle.pop_back();
-        return m;
+        curl_easy_reset(h.easy);  // every option back to its default; connections stay in the multi
+        return h;
       }
     }
-    CURLM* m = curl_multi_init();
-    if (!m) return nullptr;
+    Handles h;
+    h.multi = curl_multi_init();
+    h.easy = h.multi ? curl_easy_init() : nullptr;
+    if (!h.easy) {
+      if (h.multi) curl_multi_cleanup(h.multi);
+      return {};
+    }
     // Room for connections to a few upstreams (a route may name several).
-    curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, 8L);
-    return m;
+    curl_multi_setopt(h.multi, CURLMOPT_MAXCONNECTS, 8L);
+    return h;
   }
-  void Give(CURLM* m) {
+  // Takes back a pair whose easy handle is no longer in its multi.
+  void Give(Handles h) {
     {
       std::lock_guard<std::mutex> lock(mu);
       // A bound on idle sockets nobody drives (a closed one is found on reuse).
       if (!stopping.load() && idle.size() < 64) {
-        idle.push_back(m);
+        idle.push_back(h);
         return;
       }
     }
-    curl_multi_cleanup(m);  // outside the lock: closing TLS connections takes time
+    Close(h);  // outside the lock: closing TLS connections takes time
+  }
+  static void Close(Handles h) {
+    curl_easy_cleanup(h.easy);
+    curl_multi_cleanup(h.multi);
   }
   ~Pool() {
-    for (CURLM* m : idle) curl_multi_cleanup(m);
+    for (Handles h : idle) Close(h);
   }
 };
 
@@ -102,9 +120,8 @@ struct HttpCall::Impl {
   void Finish(TransportError e, std::string text) {
     if (multi) {
       curl_multi_remove_handle(multi, easy);
-      curl_easy_cleanup(easy);
       curl_slist_free_all(header_list);
-      pool->Give(multi);
+      pool->Give({multi, easy});
       multi = nullptr;
       easy = nullptr;
       header_list = nullptr;
@@ -295,9 +312,17 @@ std::unique_ptr<HttpCall> HttpClient::Start(HttpSpec spec) {
   auto c = std::make_shared<HttpCall::Impl>();
   c->spec = std::move(spec);
   c->pool = pool_;
-  CURL* e = curl_easy_init();
-  c->easy = e;
   c->started = c->last_byte = Clock::now();
+  const HttpClient::Pool::Handles h = pool_->Take();
+  if (!h.multi) {
+    std::lock_guard<std::mutex> lock(c->mu);
+    c->Finish(TransportError::kConnect, "libcurl could not make a transfer handle");
+    auto call = std::unique_ptr<HttpCall>(new HttpCall());
+    call->impl_ = std::move(c);
+    return call;
+  }
+  CURL* e = h.easy;
+  c->easy = e;
   const HttpSpec& s = c->spec;
   curl_easy_setopt(e, CURLOPT_URL, s.url.c_str());
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
@@ -319,20 +344,13 @@ std::unique_ptr<HttpCall> HttpClient::Start(HttpSpec spec) {
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(s.body.size()));
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, s.body.data());  // the spec outlives the transfer
   }
-  for (const std::string& h : s.headers) c->header_list = curl_slist_append(c->header_list, h.c_str());
+  for (const std::string& hd : s.headers) c->header_list = curl_slist_append(c->header_list, hd.c_str());
   // No "Expect: 100-continue" round trip before a large body.
   c->header_list = curl_slist_append(c->header_list, "Expect:");
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->header_list);
-  c->multi = pool_->Take();
-  if (!c->multi) {
-    std::lock_guard<std::mutex> lock(c->mu);
-    curl_easy_cleanup(e);
-    curl_slist_free_all(c->header_list);
-    c->easy = nullptr;
-    c->header_list = nullptr;
-    c->Finish(TransportError::kConnect, "libcurl could not make a multi handle");
-  } else {
-    curl_multi_add_handle(c->multi, e);
+  c->multi = h.multi;
+  curl_multi_add_handle(c->multi, e);
+  {
     // The transfer starts now, on the caller's thread (a kept-alive
     // connection: the request is sent; a new one: the connect begins).
     std::unique_lock<std::mutex> lock(c->mu);
