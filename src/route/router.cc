@@ -158,7 +158,7 @@ serve::GenerationRequest Router::ForTarget(const serve::GenerationRequest& r, co
 
 Result<Router::TargetTry> Router::TryTarget(const RouteConfig& route, const Target& t,
                                             const serve::GenerationRequest& in, Clock::time_point deadline,
-                                            std::optional<double> predicted_ttft_s, bool* budget_refused) {
+                                            const serve::LocalBackend::Forecast* forecast, bool* budget_refused) {
   serve::GenerationRequest r = ForTarget(in, t);
   const std::string target = t.Label();
   TargetTry out;
@@ -194,8 +194,8 @@ Result<Router::TargetTry> Router::TryTarget(const RouteConfig& route, const Targ
   };
   if (t.local()) {
     out.attempts = 1;
-    out.predicted_ttft_s = predicted_ttft_s;
-    auto c = local_.Start(r);
+    if (forecast && forecast->loaded) out.predicted_ttft_s = forecast->load.ttft_s;
+    auto c = local_.Start(r, forecast ? forecast->prepared : nullptr);
     if (!c) {
       release();
       metrics_.Add(
@@ -422,12 +422,12 @@ Result<std::unique_ptr<serve::Completion>> Router::StartRoute(RouteState* st, co
     const size_t i = order[pos];
     const Target& t = route.targets[i];
     std::unique_lock<std::mutex> admitting;
-    std::optional<double> predicted;
+    std::optional<serve::LocalBackend::Forecast> forecast;
     if (t.local() && route.policy == Policy::kLocalFirst && has_remote) {
       admitting = std::unique_lock<std::mutex>(st->admit_mu);
-      auto f = local_.Predict(ForTarget(r, t));
+      forecast = local_.Predict(ForTarget(r, t));
+      const serve::LocalBackend::Forecast& f = *forecast;
       if (!f.loaded) admitting.unlock();  // a cold load must not hold up the route
-      if (f.loaded) predicted = f.load.ttft_s;
       std::string why;
       if (f.load.queue_full)
         why = "queue_full";
@@ -442,7 +442,7 @@ Result<std::unique_ptr<serve::Completion>> Router::StartRoute(RouteState* st, co
       }
     }
     bool budget_refused = false;
-    auto tt = TryTarget(route, t, r, deadline, predicted, &budget_refused);
+    auto tt = TryTarget(route, t, r, deadline, forecast ? &*forecast : nullptr, &budget_refused);
     if (admitting) admitting.unlock();  // queued (or refused): the next forecast sees it
     if (tt) return finish(i, std::move(*tt));
     const Error& e = tt.error();

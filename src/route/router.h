@@ -89,13 +89,14 @@ class Router final : public serve::Backend {
     std::optional<double> predicted_ttft_s;  // local targets: the scheduler's forecast
     std::shared_ptr<SpendHold> hold;         // its spend: settled when the answer ends
   };
-  // `predicted_ttft_s`: the local forecast Start already made (local targets),
-  // kept for the prediction-error histogram; no second forecast is made here.
+  // `forecast`: the local forecast Start already made (local targets): its
+  // TTFT is kept for the prediction-error histogram, and the prompt it
+  // rendered is started, so neither is made twice.
   // A priced upstream first reserves the request's worst-case cost; when a
   // budget cannot take it, `*budget_refused` is set and the error (429)
   // names the budget.
   Result<TargetTry> TryTarget(const RouteConfig& route, const Target& t, const serve::GenerationRequest& r,
-                              serve::Clock::time_point deadline, std::optional<double> predicted_ttft_s = {},
+                              serve::Clock::time_point deadline, const serve::LocalBackend::Forecast* forecast = nullptr,
                               bool* budget_refused = nullptr);
   // Settles a target's part of an answer (RoutedCompletion, at its end or
   // when that target broke). Prompt tokens the target did not report are

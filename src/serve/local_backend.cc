@@ -212,7 +212,13 @@ LocalBackend::Forecast LocalBackend::Predict(const GenerationRequest& r) {
   std::vector<engine::Token> prompt;
   if (r.chat) {
     auto p = RenderChat(*m->model, m->chat.get(), r);
-    if (p) prompt = std::move(p->tokens);
+    if (p) {
+      prompt = p->tokens;
+      auto prepared = std::make_shared<PreparedPrompt>();
+      prepared->model = m;
+      prepared->chat = std::move(*p);
+      f.prepared = std::move(prepared);
+    }
   } else if (!r.prompts.empty()) {
     auto p = engine::Tokenizer(*m->model).Encode(r.prompts[0], !r.raw, true);
     if (p) prompt = std::move(*p);
@@ -273,13 +279,17 @@ std::optional<int> LocalBackend::CountTokens(const std::string& model, const std
   return static_cast<int>(tokens->size());
 }
 
-Result<std::unique_ptr<Completion>> LocalBackend::Start(const GenerationRequest& r) {
+Result<std::unique_ptr<Completion>> LocalBackend::Start(const GenerationRequest& r) { return Start(r, nullptr); }
+
+Result<std::unique_ptr<Completion>> LocalBackend::Start(const GenerationRequest& r,
+                                                        std::shared_ptr<const PreparedPrompt> prepared) {
   // The grammar first: a schema that cannot be enforced is the client's error
   // whether or not the model exists, and costs no model load.
   auto sampling = SamplingFor(r.sampling, r.format);
   if (!sampling) return sampling.error();
   auto lease = pool_.Acquire(r.model, r.keep_alive_s);
   if (!lease) return lease.error();
+  const LoadedModel* leased = &***lease;
   const engine::Model& model = *(**lease)->model;
   Scheduler& sched = *(**lease)->scheduler;
   const engine::ChatTemplate* chat = (**lease)->chat.get();
@@ -300,7 +310,8 @@ Result<std::unique_ptr<Completion>> LocalBackend::Start(const GenerationRequest&
   std::vector<std::string> stops = r.stop;
   if (r.chat) {
     if (r.messages.empty()) return MakeError(ErrorCode::kInvalidArgument, "'messages' must not be empty");
-    auto p = RenderChat(model, chat, r);
+    const bool reuse = prepared && prepared->model.lock().get() == leased;
+    auto p = reuse ? Result<ChatPrompt>(prepared->chat) : RenderChat(model, chat, r);
     if (!p) return p.error();
     prompts.push_back(std::move(p->tokens));
     plan = std::move(p->plan);

@@ -5,16 +5,27 @@
 // is never evicted under a request.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
 #include "serve/backend.h"
+#include "serve/chat_prompt.h"
 #include "serve/metrics.h"
 #include "serve/model_pool.h"
 
 namespace hone::serve {
+
+// A chat that Predict rendered and tokenized for one resident model. The
+// router hands it back to Start, so a request it forecasts and then starts
+// renders its template once, not twice (a render is milliseconds of Jinja,
+// and the route's admission lock is held across both).
+struct PreparedPrompt {
+  std::weak_ptr<const LoadedModel> model;  // the instance it was rendered for
+  ChatPrompt chat;
+};
 
 class LocalBackend final : public Backend {
  public:
@@ -28,6 +39,11 @@ class LocalBackend final : public Backend {
   // retry_after_s = 1 (the model's queue is full), kUnavailable (the model is
   // unloading).
   Result<std::unique_ptr<Completion>> Start(const GenerationRequest& request) override;
+  // The same, with the prompt a Predict of this request prepared (used only
+  // when the model it names is the instance leased now; otherwise, or when
+  // null, the chat is rendered here).
+  Result<std::unique_ptr<Completion>> Start(const GenerationRequest& request,
+                                            std::shared_ptr<const PreparedPrompt> prepared);
   // Errors: those of Acquire, kInvalidArgument (an empty or too long text),
   // kTimeout (past the request timeout), kAborted (cancelled).
   Result<Embeddings> Embed(const EmbeddingRequest& request, const std::function<bool()>& cancelled) override;
@@ -41,6 +57,9 @@ class LocalBackend final : public Backend {
     bool loaded = false;  // resident now; if not, ttft_s includes an estimated load
     LoadForecast load;    // from the model's scheduler (ttft_s is the total)
     double embed_s = 0;   // of load.ttft_s: embeddings sharing the cores meanwhile
+    // A resident model's chat, rendered and tokenized for the forecast: pass
+    // it to Start(request, prepared). Null otherwise.
+    std::shared_ptr<const PreparedPrompt> prepared;
   };
   Forecast Predict(const GenerationRequest& request);
   // The same for an embedding request: when its vectors would be ready, from

@@ -187,5 +187,49 @@ TEST(LocalBackendTest, EmbeddingWorkAheadIsInTheForecasts) {
   EXPECT_FALSE(after.queue_full);
 }
 
+// The prompt tokens an answer reports, read to its end.
+int PromptTokensOf(Result<std::unique_ptr<Completion>> run) {
+  EXPECT_TRUE(run.ok()) << run.error().ToString();
+  if (!run.ok()) return -1;
+  int tokens = -1;
+  for (;;) {
+    CompletionEvent e = (*run)->Next(Clock::now() + std::chrono::seconds(1));
+    if (e.kind == Kind::kDone) break;
+    if (e.kind == Kind::kChoiceEnd) tokens = e.result.usage.prompt_tokens;
+  }
+  return tokens;
+}
+
+GenerationRequest ChatOf(std::string text) {
+  GenerationRequest r = Greedy({}, 2);
+  r.chat = true;
+  r.messages.push_back({"user", std::move(text)});
+  return r;
+}
+
+// A routed request is forecast and then started: Start takes the prompt
+// Predict rendered (one template render, not two), but only for the model
+// instance it was rendered for.
+TEST(LocalBackendTest, StartUsesThePromptItsForecastRenderedForTheSameModelInstance) {
+  Fixture f;
+  const GenerationRequest short_chat = ChatOf("Hi"), long_chat = ChatOf("Once upon a time there was a big red dog");
+  const int short_tokens = PromptTokensOf(f.backend.Start(short_chat));  // loads the model
+  const int long_tokens = PromptTokensOf(f.backend.Start(long_chat));
+  ASSERT_GT(long_tokens, short_tokens);
+
+  const LocalBackend::Forecast forecast = f.backend.Predict(long_chat);
+  ASSERT_TRUE(forecast.loaded);
+  ASSERT_NE(forecast.prepared, nullptr);
+  EXPECT_EQ(static_cast<int>(forecast.prepared->chat.tokens.size()), long_tokens);
+  // What was prepared is what runs: handed the long chat's prompt, a start
+  // of the short one prefills the long one.
+  EXPECT_EQ(PromptTokensOf(f.backend.Start(short_chat, forecast.prepared)), long_tokens);
+  EXPECT_EQ(PromptTokensOf(f.backend.Start(short_chat, nullptr)), short_tokens);
+
+  // Once the model is unloaded and loaded again, the old prompt is not reused.
+  ASSERT_TRUE(f.pool.Unload("stories260K").ok());
+  EXPECT_EQ(PromptTokensOf(f.backend.Start(short_chat, forecast.prepared)), short_tokens);
+}
+
 }  // namespace
 }  // namespace hone::serve
