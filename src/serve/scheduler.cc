@@ -272,6 +272,10 @@ void Scheduler::Admit() {
       }
       p = std::move(queue_.front());
       queue_.pop_front();
+      // Counted as running in the same critical section as the pop: between
+      // the two, RoomLocked would find the job in neither place and admit one
+      // request past the bound (the prefix copy below can take milliseconds).
+      ++active_;
       metrics_->Set(metric::kWaiting, name_, static_cast<double>(queue_.size()));
     }
     Slot& s = *best;
@@ -305,7 +309,6 @@ void Scheduler::Admit() {
     metrics_->Add(metric::kPrefixQueries, name_, static_cast<double>(prompt.size()));
     metrics_->Add(metric::kPrefixHits, name_, static_cast<double>(keep));
     metrics_->Observe(metric::kQueue, name_, s.result.timings.queue_seconds());
-    ++active_;
   }
 }
 
