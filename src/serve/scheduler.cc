@@ -436,9 +436,19 @@ void Scheduler::Measure(double seconds, int prefill_tokens, int generating) {
     double& s = step_s_by_n_[generating];
     s = s == 0 ? seconds : s + kAlpha * (seconds - s);
   } else if (prefill_tokens > 0) {
-    // A mixed step costs about one decode step plus its prompt tokens.
-    const double base = generating > 0 ? StepSeconds(generating) : 0;
-    const double per = std::max(1e-6, (seconds - base) / prefill_tokens);
+    // A step costs about one decode step (the weights are read once, as for
+    // a generating sequence) plus its prompt tokens; a step with prompt tokens
+    // only, too. Unless that fixed part is taken out, a conversation's new
+    // turn (a few tokens past its cached prefix) makes every prompt token look
+    // as dear as a whole step, and the next long prompt's forecast comes out
+    // many times too slow (a local_first route then overflows it for
+    // nothing). A step whose prompt tokens cost little beside the fixed part
+    // says nothing reliable about them, and is not learnt from.
+    const bool step_known = !step_s_by_n_.empty();
+    const double base = generating > 0 ? StepSeconds(generating) : step_known ? StepSeconds(1) : 0;
+    const double prompt_s = seconds - base;
+    if (prompt_s < 0.25 * seconds) return;
+    const double per = std::max(1e-6, prompt_s / prefill_tokens);
     prefill_s_per_token_ += kAlpha * (per - prefill_s_per_token_);
   }
 }

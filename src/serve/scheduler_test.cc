@@ -378,5 +378,38 @@ TEST_F(SchedulerTest, ForecastSeesTheQueueTheCachedPrefixAndAFullQueue) {
   for (auto& j : busy) j->WaitAll();
 }
 
+// A conversation's next turn prefills a few tokens past its cached prefix. That
+// step is mostly a step's fixed cost: it must not make every prompt token look
+// as dear, or the next long prompt's forecast comes out many times too slow
+// (and a local_first route sends it to the cloud for nothing). On a model
+// with Qwen2's 152k-token vocabulary the fixed part (the output layer) is large.
+TEST_F(SchedulerTest, ShortTurnsPastACachedPrefixDoNotSkewThePrefillRate) {
+  auto m = engine::Model::Load(hone::testing::TinySynthModel());
+  ASSERT_TRUE(m.ok()) << m.error().ToString();
+  SchedulerOptions o{.slots = 1, .ctx_per_slot = 1024};
+  o.threads = 1;
+  auto s = Scheduler::Create(*m, o, &metrics_, "tiny");
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  engine::Tokenizer tok(**m);
+  auto ask = [&](const std::string& text) {
+    engine::SamplingOptions greedy;
+    greedy.temperature = 0;
+    auto j = std::make_shared<Job>(*tok.Encode(text, true, false), 4, greedy, std::vector<std::string>{},
+                                   Clock::now() + std::chrono::seconds(60));
+    ASSERT_EQ(*(*s)->Submit(j), SubmitResult::kOk);
+    j->WaitAll();
+  };
+  std::string story;
+  for (int i = 0; i < 30; ++i) story += "Tom and Lily went to the park to play with a big red ball. ";
+  ask("Once upon a time");  // a first decode step, measured
+  // Long prompts, each new from its first token: the rate to keep (the
+  // estimate is an average that needs a few of them to settle).
+  for (int i = 0; i < 16; ++i) ask(std::to_string(i) + " " + story + "Then");
+  const double measured = (*s)->Forecast({}, 0).prefill_tps;
+  for (int i = 0; i < 8; ++i) ask("15 " + story + "Then the dog " + std::to_string(i));
+  const double after = (*s)->Forecast({}, 0).prefill_tps;
+  EXPECT_GT(after, measured / 2) << "measured " << measured << " tok/s after the long prompts";
+}
+
 }  // namespace
 }  // namespace hone::serve

@@ -100,7 +100,9 @@ test('affinity keeps each system prompt on one replica and spreads different one
     if (!where.has(t)) where.set(t, new Set());
     where.get(t).add(x.target);
   });
-  for (const [t, set] of where) assert.equal(set.size, 1, `tenant ${t} went to ${[...set]}`);
+  // On a failure, what the router saw of each replica (prefill rates, waits).
+  const seen = JSON.stringify((await (await fetch(router.url + '/hone/routes')).json()).replicas);
+  for (const [t, set] of where) assert.equal(set.size, 1, `tenant ${t} went to ${[...set]}; order ${JSON.stringify(got.map((x, i) => `${order[i]}:${x.target}`))}; replicas ${seen}`);
   const used = new Set([...where.values()].map((s) => [...s][0]));
   assert.ok(used.size >= 2, `seven tenants all went to ${[...used]}`);
 });
