@@ -1,7 +1,9 @@
 #include "route/ledger_writer.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -185,6 +187,13 @@ long LedgerWriter::errors() const {
 }
 
 void LedgerWriter::Loop() {
+  // Bookkeeping yields to requests: the rows are safe in the journal, and a
+  // batch's SQLite commit at full niceness took a core from whichever request
+  // was running beside it (on 2 cores, one serial routed request in every
+  // ~50 ms batch was slowed: p99 580-975 us, 507-554 at nice 10). Raising one's
+  // own niceness needs no privilege; at 10 it still gets about a tenth of a
+  // core against busy threads, several times what copying rows needs.
+  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kNice);
   double backoff_s = 0.05;
   std::vector<Ledger::Settlement> batch;
   for (;;) {

@@ -68,6 +68,7 @@ class LedgerWriter {
 
   static constexpr size_t kMaxBatch = 512;  // rows per transaction
   static constexpr std::chrono::milliseconds kLinger{50};
+  static constexpr int kNice = 10;  // the writer thread's niceness (Loop says why)
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
