@@ -279,7 +279,13 @@ void Scheduler::Admit() {
       metrics_->Set(metric::kWaiting, name_, static_cast<double>(queue_.size()));
     }
     Slot& s = *best;
-    const auto& prompt = p.job->prompt;
+    // The slot's from here on: if anything below throws, the loop's barrier
+    // finishes the job like any other in a slot (and the running count with it).
+    s.job = std::move(p.job);
+    s.result = JobResult();
+    s.stops = std::make_unique<engine::StopMatcher>(s.job->stops);
+    s.utf8 = engine::Utf8Stream();
+    const auto& prompt = s.job->prompt;
     if (donor) {
       // Slots live in separate KV streams, where llama.cpp copies whole
       // sequences only; the truncation below cuts the copy to the shared prefix.
@@ -296,12 +302,8 @@ void Scheduler::Admit() {
     }
     s.cached.resize(keep);
     s.prefilled = keep;
-    s.job = std::move(p.job);
     s.last_job = s.job;
     s.sampler = std::move(p.sampler);
-    s.stops = std::make_unique<engine::StopMatcher>(s.job->stops);
-    s.utf8 = engine::Utf8Stream();
-    s.result = JobResult();
     s.result.prompt_tokens = static_cast<int>(prompt.size());
     s.result.cached_tokens = static_cast<int>(keep);
     s.result.timings.enqueued = s.job->created;
@@ -441,15 +443,16 @@ void Scheduler::Measure(double seconds, int prefill_tokens, int generating) {
     // only, too. Unless that fixed part is taken out, a conversation's new
     // turn (a few tokens past its cached prefix) makes every prompt token look
     // as dear as a whole step, and the next long prompt's forecast comes out
-    // many times too slow (a local_first route then overflows it for
-    // nothing). A step whose prompt tokens cost little beside the fixed part
-    // says nothing reliable about them, and is not learnt from.
-    const bool step_known = !step_s_by_n_.empty();
-    const double base = generating > 0 ? StepSeconds(generating) : step_known ? StepSeconds(1) : 0;
-    const double prompt_s = seconds - base;
-    if (prompt_s < 0.25 * seconds) return;
-    const double per = std::max(1e-6, prompt_s / prefill_tokens);
-    prefill_s_per_token_ += kAlpha * (per - prefill_s_per_token_);
+    // many times too slow (a local_first route then overflows it for nothing).
+    const double base = generating > 0 ? StepSeconds(generating) : step_s_by_n_.empty() ? 0 : StepSeconds(1);
+    const double prompt_s = std::clamp(seconds - base, 0.0, seconds);
+    // Weighted by tokens, not by steps: a short turn slowed by a preemption
+    // moves the rate by its few tokens' worth, not by a fifth of the way.
+    constexpr double kPrefillWindowTokens = 4096;
+    const double keep = std::exp(-prefill_tokens / kPrefillWindowTokens);
+    prefill_s_sum_ = prefill_s_sum_ * keep + prompt_s;
+    prefill_tokens_sum_ = prefill_tokens_sum_ * keep + prefill_tokens;
+    prefill_s_per_token_ = std::max(1e-6, prefill_s_sum_ / prefill_tokens_sum_);
   }
 }
 
@@ -487,10 +490,11 @@ void Scheduler::Publish() {
 LoadForecast Scheduler::Forecast(const std::vector<engine::Token>& prompt, int max_tokens) const {
   LoadForecast f;
   f.slots = opt_.slots;
-  f.active = active_.load();
   std::vector<size_t> waiting_prompts;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // Under mu_, with the queue: a job is always counted in one of the two.
+    f.active = active_.load();
     f.waiting = static_cast<int>(queue_.size());
     for (const Pending& p : queue_) waiting_prompts.push_back(p.job->prompt.size());
     f.queue_full = stopping_ || RoomLocked() <= 0;
@@ -584,7 +588,7 @@ void Scheduler::FinishSlot(Slot& s, Finish why, const std::string& error) {
   }
   s.result.finish = why;
   s.result.error = error;
-  s.result.stop_sequence = s.stops->matched();
+  s.result.stop_sequence = s.stops ? s.stops->matched() : "";
   s.result.timings.finished = Clock::now();
   const JobTimings& t = s.result.timings;
   metrics_->Add(metric::kPromptTokens, name_, s.result.prompt_tokens);

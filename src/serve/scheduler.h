@@ -182,7 +182,10 @@ class Scheduler {
   };
   mutable std::mutex view_mu_;
   std::vector<SlotView> view_;          // GUARDED_BY(view_mu_)
-  double prefill_s_per_token_ = 0.005;  // GUARDED_BY(view_mu_): EWMA, a guess until measured
+  double prefill_s_per_token_ = 0.005;  // GUARDED_BY(view_mu_): the two below divided; a guess until measured
+  // GUARDED_BY(view_mu_): prompt seconds and prompt tokens of recent steps,
+  // each decayed by the tokens that came after (kPrefillWindowTokens).
+  double prefill_s_sum_ = 0, prefill_tokens_sum_ = 0;
   double step_s_ = 0.05;                // GUARDED_BY(view_mu_): EWMA of a decode-only step
   // GUARDED_BY(view_mu_): EWMA of a decode-only step by how many sequences it
   // carried (index n; 0 = not measured yet): a step with 8 streams costs more.

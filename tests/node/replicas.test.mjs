@@ -100,7 +100,7 @@ test('affinity keeps each system prompt on one replica and spreads different one
     if (!where.has(t)) where.set(t, new Set());
     where.get(t).add(x.target);
   });
-  // On a failure, what the router saw of each replica (prefill rates, waits).
+  // On a failure: every pick, and the replicas' load as the router sees it now.
   const seen = JSON.stringify((await (await fetch(router.url + '/hone/routes')).json()).replicas);
   for (const [t, set] of where) assert.equal(set.size, 1, `tenant ${t} went to ${[...set]}; order ${JSON.stringify(got.map((x, i) => `${order[i]}:${x.target}`))}; replicas ${seen}`);
   const used = new Set([...where.values()].map((s) => [...s][0]));
