@@ -45,14 +45,17 @@ struct HttpClient::Pool {
 
   // A pair, or a null multi when libcurl could not make one.
   Handles Take() {
+    Handles reused;
     {
       std::lock_guard<std::mutex> lock(mu);
       if (!idle.empty()) {
-        Handles h = idle.back();
+        reused = idle.back();
         idle.pop_back();
-        curl_easy_reset(h.easy);  // every option back to its default; connections stay in the multi
-        return h;
       }
+    }
+    if (reused.easy) {
+      curl_easy_reset(reused.easy);  // every option back to its default; connections stay in the multi
+      return reused;
     }
     Handles h;
     h.multi = curl_multi_init();

@@ -210,20 +210,21 @@ LocalBackend::Forecast LocalBackend::Predict(const GenerationRequest& r) {
   }
   f.loaded = true;
   std::vector<engine::Token> prompt;
+  const std::vector<engine::Token>* tokens = &prompt;
   if (r.chat) {
     auto p = RenderChat(*m->model, m->chat.get(), r);
     if (p) {
-      prompt = p->tokens;
       auto prepared = std::make_shared<PreparedPrompt>();
       prepared->model = m;
       prepared->chat = std::move(*p);
+      tokens = &prepared->chat.tokens;  // forecast on the prepared tokens, no copy
       f.prepared = std::move(prepared);
     }
   } else if (!r.prompts.empty()) {
     auto p = engine::Tokenizer(*m->model).Encode(r.prompts[0], !r.raw, true);
     if (p) prompt = std::move(*p);
   }
-  f.load = m->scheduler->Forecast(prompt, r.max_tokens);
+  f.load = m->scheduler->Forecast(*tokens, r.max_tokens);
   // Embeddings run beside the scheduler on the same cores: with fair
   // sharing, this request's first token waits for as much of that work as
   // it does of its own (work conservation), and no more.
