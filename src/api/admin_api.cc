@@ -78,4 +78,67 @@ HttpResponse HoneRender(serve::ModelPool& pool, const api::GenerationCodec& chat
   return res;
 }
 
+namespace {
+
+// Loaded models with a prompt cache, held so none unloads while it is read.
+std::vector<std::shared_ptr<serve::LoadedModel>> CachedModels(serve::ModelPool& pool, const std::string& only) {
+  std::vector<std::shared_ptr<serve::LoadedModel>> out;
+  for (const auto& r : pool.Resident()) {
+    if (!only.empty() && r.name != only) continue;
+    auto m = pool.Peek(r.name);
+    if (m && m->scheduler && m->scheduler->prompt_cache()) out.push_back(std::move(m));
+  }
+  return out;
+}
+
+}  // namespace
+
+HttpResponse HoneCacheList(serve::ModelPool& pool, const HttpRequest&) {
+  json models = json::array();
+  for (const auto& m : CachedModels(pool, "")) {
+    serve::PromptCache& cache = *m->scheduler->prompt_cache();
+    json entries = json::array();
+    for (const auto& e : cache.List()) {
+      entries.push_back({{"tenant", e.scope},
+                         {"tokens", e.tokens},
+                         {"bytes", e.bytes},
+                         {"tier", serve::CacheTierName(e.tier)},
+                         {"on_disk", e.on_disk},
+                         {"age_seconds", e.age_s},
+                         {"idle_seconds", e.idle_s}});
+    }
+    models.push_back({{"model", m->name},
+                      {"ram_bytes", cache.ram_bytes()},
+                      {"ram_limit_bytes", cache.options().ram_bytes},
+                      {"disk_bytes", cache.disk_bytes()},
+                      {"disk_limit_bytes", cache.options().disk_bytes},
+                      {"entries", std::move(entries)}});
+  }
+  HttpResponse r;
+  r.body = json{{"object", "list"}, {"data", std::move(models)}}.dump();
+  return r;
+}
+
+HttpResponse HoneCacheClear(serve::ModelPool& pool, const HttpRequest& req) {
+  std::string only;
+  if (!req.body.empty()) {
+    auto j = ParseBody(req.body);
+    if (!j) return Fail(j.error());
+    Status err;
+    if (auto model = GetString(*j, "model", &err)) only = *model;
+    if (!err.ok()) return Fail(err.error());
+  }
+  size_t cleared = 0;
+  json names = json::array();
+  for (const auto& m : CachedModels(pool, only)) {
+    serve::PromptCache& cache = *m->scheduler->prompt_cache();
+    cleared += cache.List().size();
+    cache.Clear();
+    names.push_back(m->name);
+  }
+  HttpResponse r;
+  r.body = json{{"cleared_entries", cleared}, {"models", std::move(names)}}.dump();
+  return r;
+}
+
 }  // namespace hone::api

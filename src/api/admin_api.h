@@ -19,4 +19,11 @@ HttpResponse HoneUnload(serve::ModelPool& pool, const HttpRequest& req);
 // (whether one constrains the answer), "grammar_lazy"}. Loads the model.
 HttpResponse HoneRender(serve::ModelPool& pool, const api::GenerationCodec& chat, const HttpRequest& req);
 
+// GET /hone/cache: the prompt cache of every loaded model, its entries by
+// tenant (scope) with tokens, bytes, tier and ages; no tokens or text.
+HttpResponse HoneCacheList(serve::ModelPool& pool, const HttpRequest& req);
+// DELETE /hone/cache, optionally {"model": NAME}: drops the entries of every
+// loaded model (or that one) from RAM and disk. Answers how many went.
+HttpResponse HoneCacheClear(serve::ModelPool& pool, const HttpRequest& req);
+
 }  // namespace hone::api

@@ -424,6 +424,7 @@ void HttpServer::Routes() {
       return httplib::Server::HandlerResponse::Handled;
     }
     const bool admin_path = req.path == "/hone/load" || req.path == "/hone/unload" || req.path == "/hone/spend" ||
+                            req.path == "/hone/cache" ||
                             req.path == "/hone/routes/canary";
     if (admin_path && !admin_keys_.empty()) {
       const std::string key = PresentedKey(req.get_header_value("Authorization"), req.get_header_value("x-api-key"));
@@ -584,6 +585,8 @@ void HttpServer::Routes() {
   s.Post("/hone/load", route([&pool](const HttpRequest& r) { return HoneLoad(pool, r); }));
   s.Post("/hone/unload", route([&pool](const HttpRequest& r) { return HoneUnload(pool, r); }));
   s.Post("/hone/render", route([&pool](const HttpRequest& r) { return HoneRender(pool, kOpenAiChat, r); }));
+  s.Get("/hone/cache", route([&pool](const HttpRequest& r) { return HoneCacheList(pool, r); }));
+  s.Delete("/hone/cache", route([&pool](const HttpRequest& r) { return HoneCacheClear(pool, r); }));
 }
 
 Result<int> HttpServer::Bind() {

@@ -22,6 +22,7 @@ Status ParseCommon(const json& j, ParsedGeneration* p) {
   if (auto v = GetInt32(j, "max_completion_tokens", &err)) r.max_tokens = *v;
   if (auto v = GetStrings(j, "stop", &err)) r.stop = *v;
   if (auto v = GetString(j, "user", &err)) r.user = v->substr(0, 256);
+  if (auto v = GetString(j, "cache_salt", &err)) r.cache_salt = *v;  // vLLM's: who may share cached prefixes
   if (auto v = GetBool(j, "stream", &err)) p->stream = *v;
   if (auto v = GetInt(j, "n", &err); v && *v != 1) err = BadRequest("only n = 1 is supported");
   if (j.contains("stream_options") && j["stream_options"].is_object()) {

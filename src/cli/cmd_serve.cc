@@ -94,6 +94,11 @@ Result<serve::PoolOptions> PoolOptionsFrom(const serve::ServeConfig& c) {
     if (!m) return MakeError(ErrorCode::kInvalidArgument, "memory-limit: " + m.error().message);
     p.memory_limit_bytes = *m;
   }
+  auto cache = serve::ResolvePromptCacheBudget(c);
+  if (!cache) return cache.error();
+  s.cache.ram_bytes = cache->ram_bytes;
+  s.cache.disk_bytes = cache->disk_bytes;
+  s.cache.dir = cache->disk_bytes ? cache->dir : "";
   p.pinned = c.pinned;
   p.use_profiles = c.profiles;
   p.slots_explicit = c.slots_set;
@@ -204,6 +209,12 @@ int Serve(const ServeArgs& a) {
   if (server.probe_port() > 0)
     std::fprintf(stderr, "hone serve: probes (/health, /livez, /metrics) on http://%s:%d\n", c.host.c_str(),
                  server.probe_port());
+  {
+    const serve::PromptCacheOptions& pc = pool_opts->scheduler.cache;
+    std::fprintf(stderr, "hone serve: prompt cache per model: RAM %.1f GiB, disk %.1f GiB%s%s\n",
+                 pc.ram_bytes / 1073741824.0, pc.disk_bytes / 1073741824.0, pc.dir.empty() ? "" : " in ",
+                 pc.dir.c_str());
+  }
   std::fprintf(stderr, "hone serve: %zu model(s), %d slots x %d ctx; auth %s; listening on http://%s:%d\n",
                registry->entries().size(), c.slots, c.ctx, keys->empty() ? "off" : "on", c.host.c_str(),
                *port);

@@ -228,6 +228,22 @@ int Session::SequenceLength(int seq) const {
   return llama_memory_seq_pos_max(llama_get_memory(ctx_), seq) + 1;
 }
 
+std::vector<uint8_t> Session::SaveSequence(int seq) const {
+  std::vector<uint8_t> out(llama_state_seq_get_size(ctx_, seq));
+  if (out.empty()) return out;
+  const size_t n = llama_state_seq_get_data(ctx_, out.data(), out.size(), seq);
+  if (n == 0) return {};
+  out.resize(n);
+  return out;
+}
+
+bool Session::RestoreSequence(int seq, const uint8_t* data, size_t size) {
+  ClearSequence(seq);
+  if (llama_state_seq_set_data(ctx_, data, size, seq) == size) return true;
+  ClearSequence(seq);  // a refused state may leave part of itself behind
+  return false;
+}
+
 const float* Session::Logits(int i) const { return llama_get_logits_ith(ctx_, i); }
 const float* Session::Embeddings(int seq) const { return llama_get_embeddings_seq(ctx_, seq); }
 

@@ -79,6 +79,14 @@ class Session {
   bool TruncateSequence(int seq, int p0);
   void CopySequence(int src, int dst, int p0, int p1);
   int SequenceLength(int seq) const;  // positions cached, 0 when empty
+  // The KV state of one sequence as bytes, in llama.cpp's own format: tied to
+  // the model, the KV type and the attention layout (the caller keys it so).
+  // Empty when the sequence is empty or llama.cpp cannot write it.
+  std::vector<uint8_t> SaveSequence(int seq) const;
+  // Replaces sequence `seq` with bytes from SaveSequence. False (and the
+  // sequence left empty) when llama.cpp refuses them: damaged, from another
+  // model or layout, or more cells than the sequence has room for.
+  bool RestoreSequence(int seq, const uint8_t* data, size_t size);
 
   // Logits of the i-th output of the last Decode (vocab-sized), or nullptr.
   const float* Logits(int i) const;

@@ -120,6 +120,9 @@ struct GenerationRequest {
   // The client asked to skip the response cache (Cache-Control: no-cache or
   // no-store, or X-Hone-Cache: bypass): neither read nor written.
   bool no_cache = false;
+  // Requests with the same salt share cached prompt prefixes (vLLM's
+  // cache_salt); without one, prefixes are shared within the tenant only.
+  std::string cache_salt;
 };
 
 struct Usage {

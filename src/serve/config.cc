@@ -2,9 +2,12 @@
 
 #include <toml++/toml.h>
 
+#include "hw/probe.h"
+
 #include <cstdlib>
 
 #include <cctype>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -157,6 +160,15 @@ const std::vector<Setting>& Settings() {
        [](ServeConfig& c, const std::string& v) { return c.pinned = SplitComma(v), Status::Ok(); }},
       {"state-dir", "Folder for the spend ledger (default ~/.local/state/hone)",
        [](ServeConfig& c, const std::string& v) { return c.state_dir = v, Status::Ok(); }},
+      {"cache-ram",
+       "Prompt cache in RAM per loaded model: a size (4G), 0 for off, or auto (a quarter of free memory, at most 8G)",
+       [](ServeConfig& c, const std::string& v) { return c.cache_ram = v, Status::Ok(); }},
+      {"cache-disk",
+       "Prompt cache on disk per loaded model, kept across restarts: a size, 0 for off, or auto (a tenth of the "
+       "free disk, at most 16G)",
+       [](ServeConfig& c, const std::string& v) { return c.cache_disk = v, Status::Ok(); }},
+      {"cache-dir", "Folder of the prompt cache's disk tier (default <state-dir>/prompt-cache)",
+       [](ServeConfig& c, const std::string& v) { return c.cache_dir = v, Status::Ok(); }},
       {"quiet", "No per-request log lines",
        [](ServeConfig& c, const std::string& v) { return Bool("quiet", v, &c.quiet); }},
   };
@@ -278,6 +290,42 @@ std::string DefaultStateDir() {
   if (const char* x = std::getenv("XDG_STATE_HOME"); x && *x) return std::string(x) + "/hone";
   const char* home = std::getenv("HOME");
   return std::string(home && *home ? home : ".") + "/.local/state/hone";
+}
+
+}  // namespace hone::serve
+
+namespace hone::serve {
+
+Result<PromptCacheBudget> ResolvePromptCacheBudget(const ServeConfig& c) {
+  PromptCacheBudget b;
+  b.dir = !c.cache_dir.empty()  ? c.cache_dir
+          : c.state_dir.empty() ? DefaultStateDir() + "/prompt-cache"
+                                : c.state_dir + "/prompt-cache";
+  constexpr uint64_t kGiB = 1ull << 30;
+  if (c.cache_ram == "auto") {
+    // A quarter of what is free beside the models at start: the models and
+    // their slots come first, and the cache only saves prefill time.
+    hw::ProbeOptions po;
+    po.measure_bandwidth = false;
+    auto m = hw::Probe(po);
+    b.ram_bytes = std::min<uint64_t>(8 * kGiB, m ? m->usable_memory_bytes() / 4 : 0);
+  } else {
+    auto v = ParseBytes(c.cache_ram);
+    if (!v) return MakeError(ErrorCode::kInvalidArgument, "cache-ram: " + v.error().message);
+    b.ram_bytes = *v;
+  }
+  if (c.cache_disk == "auto") {
+    std::error_code ec;
+    std::filesystem::path probe = b.dir;
+    while (!probe.empty() && !std::filesystem::exists(probe, ec)) probe = probe.parent_path();
+    const auto space = std::filesystem::space(probe.empty() ? "." : probe, ec);
+    b.disk_bytes = ec ? 0 : std::min<uint64_t>(16 * kGiB, space.available / 10);
+  } else {
+    auto v = ParseBytes(c.cache_disk);
+    if (!v) return MakeError(ErrorCode::kInvalidArgument, "cache-disk: " + v.error().message);
+    b.disk_bytes = *v;
+  }
+  return b;
 }
 
 }  // namespace hone::serve

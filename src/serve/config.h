@@ -52,6 +52,11 @@ struct ServeConfig {
   std::vector<std::string> pinned;             // model names never evicted
   bool quiet = false;                          // no per-request log lines
   std::string state_dir;                       // the spend ledger's folder; empty: DefaultStateDir()
+  // The prompt cache beyond the slots, per loaded model: "auto" (chosen from
+  // the machine's memory and disk, printed at start), "0" (off) or a size.
+  std::string cache_ram = "auto";
+  std::string cache_disk = "auto";
+  std::string cache_dir;  // empty: <state_dir>/prompt-cache
 };
 
 // $XDG_STATE_HOME/hone, else ~/.local/state/hone.
@@ -79,5 +84,14 @@ Result<std::vector<std::string>> LoadApiKeys(const ServeConfig& c);
 // Keys from admin_key_file and admin_keys: with any, only they reach the admin
 // endpoints (load, unload, spend, canary commands); empty = any API key does.
 Result<std::vector<std::string>> LoadAdminKeys(const ServeConfig& c);
+
+// The prompt cache's budgets and folder from cache_ram, cache_disk and
+// cache_dir, "auto" resolved against this machine's free memory and the
+// folder's free disk. Errors: kInvalidArgument (a malformed size).
+struct PromptCacheBudget {
+  uint64_t ram_bytes = 0, disk_bytes = 0;
+  std::string dir;
+};
+Result<PromptCacheBudget> ResolvePromptCacheBudget(const ServeConfig& c);
 
 }  // namespace hone::serve

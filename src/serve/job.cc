@@ -14,13 +14,14 @@ double JobTimings::gen_seconds() const { return Seconds(first_token, finished); 
 double JobTimings::total_seconds() const { return Seconds(enqueued, finished); }
 
 Job::Job(std::vector<engine::Token> p, int max, engine::SamplingOptions s, std::vector<std::string> st,
-         Clock::time_point dl, std::vector<engine::Token> preserved)
+         Clock::time_point dl, std::vector<engine::Token> preserved, std::string scope)
     : prompt(std::move(p)),
       max_tokens(max),
       sampling(std::move(s)),
       stops(std::move(st)),
       deadline(dl),
-      preserved_tokens(std::move(preserved)) {}
+      preserved_tokens(std::move(preserved)),
+      cache_scope(std::move(scope)) {}
 
 std::string Job::Take(std::chrono::milliseconds wait, bool* done) {
   std::unique_lock<std::mutex> lock(mu_);

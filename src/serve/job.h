@@ -48,7 +48,7 @@ class Job {
  public:
   Job(std::vector<engine::Token> prompt, int max_tokens, engine::SamplingOptions sampling,
       std::vector<std::string> stops, Clock::time_point deadline,
-      std::vector<engine::Token> preserved_tokens = {});
+      std::vector<engine::Token> preserved_tokens = {}, std::string cache_scope = {});
 
   // --- set at creation, read by the scheduler ---
   const std::vector<engine::Token> prompt;
@@ -58,6 +58,8 @@ class Job {
   const Clock::time_point deadline;
   // Special tokens that are part of the answer's text (a tool call's markers).
   const std::vector<engine::Token> preserved_tokens;
+  // Whose cached prefixes it may reuse, in a slot or the prompt cache (serve/prompt_cache.h: CacheScope).
+  const std::string cache_scope;
   const Clock::time_point created = Clock::now();
 
   // Client side: ask the scheduler to stop this job at its next step.

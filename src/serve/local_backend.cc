@@ -224,7 +224,7 @@ LocalBackend::Forecast LocalBackend::Predict(const GenerationRequest& r) {
     auto p = engine::Tokenizer(*m->model).Encode(r.prompts[0], !r.raw, true);
     if (p) prompt = std::move(*p);
   }
-  f.load = m->scheduler->Forecast(*tokens, r.max_tokens);
+  f.load = m->scheduler->Forecast(*tokens, r.max_tokens, CacheScope(r.tenant, r.cache_salt));
   // Embeddings run beside the scheduler on the same cores: with fair
   // sharing, this request's first token waits for as much of that work as
   // it does of its own (work conservation), and no more.
@@ -341,10 +341,11 @@ Result<std::unique_ptr<Completion>> LocalBackend::Start(const GenerationRequest&
     }
   }
   const auto deadline = DeadlineAfter(timeout_s_);
+  const std::string scope = CacheScope(r.tenant, r.cache_salt);
   for (auto& p : prompts) {
     std::vector<engine::Token> preserved = plan ? plan->preserved_tokens : std::vector<engine::Token>{};
     auto job =
-        std::make_shared<Job>(std::move(p), r.max_tokens, *sampling, stops, deadline, std::move(preserved));
+        std::make_shared<Job>(std::move(p), r.max_tokens, *sampling, stops, deadline, std::move(preserved), scope);
     auto submitted = sched.Submit(job, &place);  // the first prompt takes the place
     if (!submitted) return submitted.error();  // ~LocalCompletion cancels the jobs already queued
     if (*submitted == SubmitResult::kQueueFull) return busy();

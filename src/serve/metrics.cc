@@ -65,6 +65,19 @@ constexpr FamilyInfo kFamilies[] = {
     {metric::kUnloadSeconds, "Model unload duration, seconds", false},
     {metric::kRejected, "Requests refused before they ran (busy, too long, unknown model)", false},
     {metric::kDecodeRetries, "Batched decodes that failed and were retried one sequence at a time", false},
+    {"hone_prompt_cache_misses_total", "Admitted prompts for which neither a slot nor the prompt cache held a useful prefix", false},
+    {"hone_prompt_cache_ram_hits_total", "Prompts whose prefix was restored from the RAM tier of the prompt cache", false},
+    {"hone_prompt_cache_disk_hits_total", "Prompts whose prefix was restored from the disk tier of the prompt cache", false},
+    {"hone_prompt_cache_ram_restored_tokens_total", "Tokens restored from the RAM tier", false},
+    {"hone_prompt_cache_disk_restored_tokens_total", "Tokens restored from the disk tier", false},
+    {"hone_prompt_cache_ram_restore_seconds", "Time to restore one entry from the RAM tier into a slot, seconds", false},
+    {"hone_prompt_cache_disk_restore_seconds", "Time to read, verify and restore one entry from the disk tier, seconds", false},
+    {"hone_prompt_cache_ram_bytes", "Bytes of KV state held in the RAM tier", false},
+    {"hone_prompt_cache_disk_bytes", "Bytes of KV state held in the disk tier", false},
+    {"hone_prompt_cache_ram_evictions_total", "Entries that left the RAM tier (to disk, or dropped)", false},
+    {"hone_prompt_cache_disk_evictions_total", "Entries deleted from the disk tier to stay within its budget", false},
+    {"hone_prompt_cache_disk_damaged_total", "Disk entries found damaged when read (treated as misses and deleted)", false},
+    {"hone_prompt_cache_disk_write_errors_total", "Entries that could not be written to the disk tier (full disk, unwritable folder)", false},
 };
 
 const FamilyInfo* Find(const std::string& name) {

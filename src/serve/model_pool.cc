@@ -7,9 +7,11 @@
 #endif
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 
+#include "engine/backend.h"
 #include "engine/gguf_file.h"
 #include "engine/memory_estimate.h"
 #include "engine/tokenizer.h"
@@ -17,6 +19,7 @@
 #ifdef HONE_HAVE_TUNE
 #include "tune/profile.h"
 #endif
+#include "util/file_hash.h"
 
 namespace hone::serve {
 namespace {
@@ -263,6 +266,29 @@ void ModelPool::Unreserve(uint64_t bytes) {
   reserved_bytes_ -= std::min(bytes, reserved_bytes_);
 }
 
+// The prompt cache's folder and key for this model: the key names all that
+// changes a saved state's bytes, so a replaced model file, another llama.cpp
+// or another KV type never restores a stale state (the cache deletes entries
+// of another key when it opens).
+void ModelPool::PromptCacheFor(const RegistryEntry& e, SchedulerOptions* so) const {
+  auto hash = ModelFileHash(e.path);
+  if (!hash) {
+    std::fprintf(stderr, "hone serve: %s: no prompt cache on disk: %s\n", e.name.c_str(),
+                 hash.error().message.c_str());
+    so->cache.disk_bytes = 0;
+  }
+  const engine::SessionOptions& t = so->tuned ? *so->tuned : engine::SessionOptions{};
+  const std::string kv_k = so->tuned ? t.kv_type_k : so->kv_type, kv_v = so->tuned ? t.kv_type_v : so->kv_type;
+  const engine::FlashAttn fa = so->tuned ? t.flash_attn : so->flash_attn;
+  so->cache.key = "model=" + (hash ? *hash : std::string("unknown")) + ";llama.cpp=" + engine::LlamaVersion() +
+                  ";kv=" + kv_k + "/" + kv_v + ";fa=" + engine::FlashAttnName(fa);
+  if (!so->cache.dir.empty()) {
+    std::string safe;
+    for (char c : e.name) safe += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ? c : '_';
+    so->cache.dir += "/" + safe;
+  }
+}
+
 Result<std::shared_ptr<LoadedModel>> ModelPool::Load(const RegistryEntry& e) {
   SchedulerOptions so = opt_.scheduler;
   engine::LoadOptions lo;
@@ -281,6 +307,7 @@ Result<std::shared_ptr<LoadedModel>> ModelPool::Load(const RegistryEntry& e) {
     }
   }
 #endif
+  if (so.cache.ram_bytes > 0 || so.cache.disk_bytes > 0) PromptCacheFor(e, &so);
   uint64_t need = EstimateBytes(e, so);
   if (Status s = Admit(e, need); !s) {
     metrics_->Add(metric::kLoadFailures, e.name);

@@ -134,6 +134,7 @@ class ModelPool {
   std::vector<ResidentInfo> Resident() const;
   uint64_t EstimateBytes(const RegistryEntry& e) const { return EstimateBytes(e, opt_.scheduler); }
   uint64_t EstimateBytes(const RegistryEntry& e, const SchedulerOptions& s) const;
+  void PromptCacheFor(const RegistryEntry& e, SchedulerOptions* so) const;
   const Registry& registry() const { return registry_; }
 
  private:

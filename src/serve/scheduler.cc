@@ -10,25 +10,10 @@
 #include <numeric>
 
 #include "engine/tokenizer.h"
+#include "serve/scheduler_slot.h"
 
 namespace hone::serve {
 
-struct Scheduler::Slot {
-  int id = 0;
-  std::shared_ptr<Job> job;             // null when free
-  std::shared_ptr<const Job> last_job;  // the latest job admitted here: its prompt is in the KV
-  std::unique_ptr<engine::Sampler> sampler;
-  std::unique_ptr<engine::StopMatcher> stops;
-  engine::Utf8Stream utf8;
-  std::vector<engine::Token> cached;  // tokens whose KV this sequence holds
-  size_t prefilled = 0;               // prompt tokens already in the KV cache
-  engine::Token next = -1;            // sampled, not yet decoded
-  int logits_index = -1;              // output of this slot in the current step
-  size_t step_from = 0;               // cached.size() when the current step began
-  JobResult result;
-  Clock::time_point last_token, last_used;
-  bool generating() const { return job && prefilled == job->prompt.size(); }
-};
 
 Scheduler::Scheduler(std::shared_ptr<engine::Model> model, const SchedulerOptions& opt, Metrics* metrics,
                      std::string name)
@@ -71,6 +56,9 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(std::shared_ptr<engine::Mod
                       {"num_gpu_blocks", std::to_string(opt.ctx_per_slot * opt.slots)},
                       {"slots", std::to_string(opt.slots)}});
   }
+  if (opt.cache.ram_bytes > 0 || opt.cache.disk_bytes > 0) {
+    s->cache_ = std::make_unique<PromptCache>(opt.cache, metrics, s->name_);
+  }
   s->thread_ = std::thread([p = s.get()] { p->Loop(); });
   return s;
 }
@@ -82,6 +70,12 @@ Scheduler::~Scheduler() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  // What the slots hold goes to the prompt cache, whose disk tier keeps it
+  // for the next load of this model (a reload, a restart).
+  if (cache_) {
+    for (auto& sl : slots_) SaveSlot(*sl);
+    cache_.reset();  // writes what is queued
+  }
   JobResult r;
   r.finish = Finish::kCancelled;
   r.error = "the model was unloaded";
@@ -203,11 +197,6 @@ namespace {
 // shared tokens a prefill of them is as cheap.
 constexpr size_t kMinPrefixCopy = 32;
 
-size_t CommonPrefix(const std::vector<engine::Token>& a, const std::vector<engine::Token>& b) {
-  size_t n = 0;
-  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
-  return n;
-}
 
 }  // namespace
 
@@ -250,9 +239,10 @@ void Scheduler::Admit() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (queue_.empty()) return;
+      const Job& front = *queue_.front().job;
       for (auto& s : slots_) {
         if (s->job) continue;
-        size_t n = CommonPrefix(s->cached, queue_.front().job->prompt);
+        size_t n = SharedPrefix(*s, front);
         if (!best || n > best_common || (n == best_common && s->last_used < best->last_used)) {
           best = s.get();
           best_common = n;
@@ -261,10 +251,9 @@ void Scheduler::Admit() {
       if (!best) return;  // all slots busy
       // A shared system prompt often sits in another slot (busy or idle):
       // copying its KV beats prefilling the same tokens again.
-      const auto& prompt = queue_.front().job->prompt;
       for (auto& s : slots_) {
         if (s.get() == best) continue;
-        size_t n = CommonPrefix(s->cached, prompt);
+        size_t n = SharedPrefix(*s, front);
         if (n >= best_common + kMinPrefixCopy && n > (donor ? donor_common : 0)) {
           donor = s.get();
           donor_common = n;
@@ -286,7 +275,16 @@ void Scheduler::Admit() {
     s.stops = std::make_unique<engine::StopMatcher>(s.job->stops);
     s.utf8 = engine::Utf8Stream();
     const auto& prompt = s.job->prompt;
-    if (donor) {
+    const CacheMatch from_cache = WorthRestoring(*s.job, donor ? donor_common : best_common);
+    // Before the slot's KV is replaced or cut: what it holds beyond the new
+    // prompt's prefix may be a conversation that comes back.
+    if (donor || from_cache.tier != CacheTier::kNone || s.cached.size() > best_common) SaveSlot(s);
+    bool restored = false;
+    if (from_cache.tier != CacheTier::kNone) {
+      restored = RestoreFromCache(s, from_cache);
+      best_common = restored ? from_cache.tokens : 0;  // a refused restore leaves the slot empty
+    }
+    if (donor && !restored) {
       // Slots live in separate KV streams, where llama.cpp copies whole
       // sequences only; the truncation below cuts the copy to the shared prefix.
       session_->ClearSequence(s.id);
@@ -294,6 +292,7 @@ void Scheduler::Admit() {
       s.cached = donor->cached;
       best_common = donor_common;
     }
+    s.scope = s.job->cache_scope;
     // The last prompt token must go through decode again to produce logits.
     size_t keep = std::min(best_common, prompt.size() - 1);
     if (!session_->TruncateSequence(s.id, static_cast<int>(keep))) {
@@ -487,8 +486,12 @@ void Scheduler::Publish() {
   metrics_->Set(metric::kPrefillRate, name_, f.prefill_tps);
 }
 
-LoadForecast Scheduler::Forecast(const std::vector<engine::Token>& prompt, int max_tokens) const {
+LoadForecast Scheduler::Forecast(const std::vector<engine::Token>& prompt, int max_tokens,
+                                  const std::string& scope) const {
   LoadForecast f;
+  // Before view_mu_: the prompt cache has its own lock, never taken inside it.
+  const CacheMatch in_cache = cache_ && !prompt.empty() ? cache_->Find(scope, prompt) : CacheMatch{};
+  const double restore_per_token = cache_ ? cache_->RestoreSecondsPerToken(in_cache.tier) : 0;
   f.slots = opt_.slots;
   std::vector<size_t> waiting_prompts;
   {
@@ -507,7 +510,17 @@ LoadForecast Scheduler::Forecast(const std::vector<engine::Token>& prompt, int m
   // The best cached prefix in any slot: the slot itself, or a copy from it.
   size_t cached = 0;
   for (const SlotView& s : view_) {
-    if (s.last) cached = std::max(cached, CommonPrefix(s.last->prompt, prompt));
+    if (s.last && s.last->cache_scope == scope) cached = std::max(cached, CommonPrefix(s.last->prompt, prompt));
+  }
+  // A longer prefix in the prompt cache, when restoring it beats prefilling
+  // the difference (the scheduler decides so too, in WorthRestoring).
+  if (in_cache.tokens > cached) {
+    const double restore_s = in_cache.entry_tokens * restore_per_token;
+    if (restore_s < (in_cache.tokens - cached) * prefill_s_per_token_) {
+      cached = in_cache.tokens;
+      f.cache_tier = in_cache.tier;
+      f.restore_s = restore_s;
+    }
   }
   cached = std::min(cached, prompt.empty() ? 0 : prompt.size() - 1);
   f.cached_tokens = static_cast<int>(cached);
@@ -552,7 +565,7 @@ LoadForecast Scheduler::Forecast(const std::vector<engine::Token>& prompt, int m
                                f.uncached_tokens * prefill_s_per_token_
                          : f.uncached_tokens * prefill_s_per_token_;
   f.wait_s = wait;
-  f.ttft_s = wait + own + step_s;  // and the step that samples the first token
+  f.ttft_s = wait + f.restore_s + own + step_s;  // and the step that samples the first token
   (void)max_tokens;
   return f;
 }

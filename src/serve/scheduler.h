@@ -17,7 +17,11 @@
 //              FINISHED  full, client cancel (checked every step), deadline
 //
 // A finished slot keeps its tokens in the KV cache: the next request with the
-// same prefix (a shared system prompt) only prefills what differs.
+// same prefix (a shared system prompt) only prefills what differs. When a
+// slot is taken for another prompt, what it held goes to the prompt cache
+// (serve/prompt_cache.h) first, and a prompt that finds a longer prefix
+// there than in any slot has it restored instead of prefilled. Prefixes are
+// reused only within one cache scope (a tenant, or a cache_salt).
 #pragma once
 
 #include <atomic>
@@ -36,6 +40,7 @@
 #include "engine/utf8.h"
 #include "serve/job.h"
 #include "serve/metrics.h"
+#include "serve/prompt_cache.h"
 #include "util/result.h"
 
 namespace hone::serve {
@@ -57,6 +62,8 @@ struct SchedulerOptions {
   // Run parameters from a tuned profile (threads, pinning, ubatch, attention,
   // KV type); when set they replace threads/flash_attn/kv_type above.
   std::optional<engine::SessionOptions> tuned;
+  // The prompt cache beyond the slots; both budgets 0: off.
+  PromptCacheOptions cache;
 };
 
 enum class SubmitResult { kOk, kQueueFull, kStopping };
@@ -69,8 +76,10 @@ enum class SubmitResult { kOk, kQueueFull, kStopping };
 struct LoadForecast {
   double ttft_s = 0;
   double wait_s = 0;        // of ttft_s, until a slot takes it
-  int cached_tokens = 0;    // of the prompt, already in some slot's KV
+  int cached_tokens = 0;    // of the prompt, in some slot's KV or the prompt cache
   int uncached_tokens = 0;  // to prefill
+  CacheTier cache_tier = CacheTier::kNone;  // where the cached tokens would come from (kNone: a slot)
+  double restore_s = 0;                     // of ttft_s, restoring them from that tier
   int waiting = 0, active = 0, slots = 0;
   bool queue_full = false;  // Submit would refuse it now
   double prefill_tps = 0;   // measured prompt tokens per second
@@ -118,8 +127,12 @@ class Scheduler {
   // other requests hold, is full (the caller answers 429/503 at once).
   QueuePlace HoldPlace();
 
-  // Thread-safe; costs a pass over the waiting queue and the slots.
-  LoadForecast Forecast(const std::vector<engine::Token>& prompt, int max_tokens) const;
+  // Thread-safe; costs a pass over the waiting queue, the slots and the
+  // prompt cache's entries. `scope`: the request's cache scope (Job::cache_scope).
+  LoadForecast Forecast(const std::vector<engine::Token>& prompt, int max_tokens,
+                        const std::string& scope = {}) const;
+  // The prompt cache, or null when it is off. Thread-safe (List, Clear).
+  PromptCache* prompt_cache() const { return cache_.get(); }
 
   int active() const { return active_.load(); }  // slots busy
   int waiting() const;
@@ -151,6 +164,11 @@ class Scheduler {
   void RetryAlone(const std::string& error);  // after a failed step
   void FinishSlot(Slot& s, Finish why, const std::string& error = "");
   void UpdateGauges();
+  // serve/scheduler_cache.cc: the slots and the prompt cache.
+  size_t SharedPrefix(const Slot& s, const Job& job) const;  // 0 across scopes
+  CacheMatch WorthRestoring(const Job& job, size_t have);    // kNone: prefill or copy instead
+  bool RestoreFromCache(Slot& s, const CacheMatch& m);        // false: the slot is left empty
+  void SaveSlot(Slot& s);  // what the slot holds, into the prompt cache (before it is overwritten)
   void Publish();  // the slots' state for Forecast, after each step
   Clock::time_point forecast_gauges_at_{};  // scheduler thread only: last slot-wait gauge update
   void Measure(double seconds, int prefill_tokens, int generating);
@@ -162,6 +180,7 @@ class Scheduler {
   std::unique_ptr<engine::Session> session_;
   std::unique_ptr<engine::BatchDecoder> batch_;
   std::vector<std::unique_ptr<Slot>> slots_;
+  std::unique_ptr<PromptCache> cache_;  // null when off; its own lock
   size_t prefill_rr_ = 0;  // round-robin start among prefilling slots
 
   mutable std::mutex mu_;

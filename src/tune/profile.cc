@@ -9,44 +9,11 @@
 #include <sstream>
 
 #include "hw/probe.h"
+#include "util/file_hash.h"
 
 namespace hone::tune {
-namespace {
 
-struct Fnv {
-  uint64_t h = 0xcbf29ce484222325ull;
-  void Add(const char* p, size_t n) {
-    for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(p[i])) * 0x100000001b3ull;
-  }
-};
-
-}  // namespace
-
-Result<std::string> ModelHash(const std::string& path) {
-  std::error_code ec;
-  uint64_t size = std::filesystem::file_size(path, ec);
-  if (ec) return MakeError(ErrorCode::kNotFound, "cannot read model file " + path + ": " + ec.message());
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return MakeError(ErrorCode::kIo, "cannot open " + path);
-  Fnv fnv;
-  fnv.Add(reinterpret_cast<const char*>(&size), sizeof(size));
-  std::vector<char> buf(1 << 20);
-  auto read_at = [&](uint64_t off, size_t n) {
-    n = static_cast<size_t>(std::min<uint64_t>(n, size - std::min(off, size)));
-    f.clear();
-    f.seekg(static_cast<std::streamoff>(off));
-    f.read(buf.data(), static_cast<std::streamsize>(n));
-    fnv.Add(buf.data(), static_cast<size_t>(f.gcount()));
-  };
-  read_at(0, 1 << 20);
-  constexpr int kBlocks = 32;
-  constexpr size_t kBlock = 64 << 10;
-  for (int i = 1; i <= kBlocks; ++i) read_at(size / (kBlocks + 1) * i, kBlock);
-  if (size > kBlock) read_at(size - kBlock, kBlock);
-  char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(fnv.h));
-  return std::string(hex);
-}
+Result<std::string> ModelHash(const std::string& path) { return ModelFileHash(path); }
 
 std::string ProfileDir() {
   if (const char* d = std::getenv("HONE_PROFILE_DIR"); d && *d) return d;

@@ -36,11 +36,8 @@ struct Profile {
   std::string path;  // where it was loaded from (not stored)
 };
 
-// A fast content key for a model file: FNV-1a 64 over the size, the first MiB
-// (the GGUF header and metadata), 32 evenly spaced 64 KiB blocks and the last
-// 64 KiB. Hashing every byte of a multi-GB file would take seconds on each
-// `hone run`; re-quantizing or editing a model changes the header or the
-// sampled blocks. Errors: kNotFound, kIo.
+// The model file's content key (util/file_hash.h: ModelFileHash).
+// Errors: kNotFound, kIo.
 Result<std::string> ModelHash(const std::string& path);
 
 std::string ProfileDir();

@@ -1,0 +1,79 @@
+// The scheduler's side of the prompt cache: which prefix a slot may reuse,
+// when restoring from the cache beats prefilling, and keeping a slot's
+// tokens before another prompt overwrites them. Scheduler thread only,
+// except where a function says otherwise.
+#include <cstdio>
+
+#include "serve/scheduler.h"
+#include "serve/scheduler_slot.h"
+
+namespace hone::serve {
+namespace {
+
+// Below this many tokens gained over what a slot already offers, a restore
+// (a copy of the whole entry) is not worth its fixed costs.
+constexpr size_t kMinRestoreGain = 16;
+
+}  // namespace
+
+// A prefix is reused only within one scope: a tenant never finds (nor times)
+// another tenant's tokens in a slot.
+size_t Scheduler::SharedPrefix(const Slot& s, const Job& job) const {
+  if (s.scope != job.cache_scope) return 0;
+  return CommonPrefix(s.cached, job.prompt);
+}
+
+CacheMatch Scheduler::WorthRestoring(const Job& job, size_t have) {
+  if (!cache_) return {};
+  const CacheMatch m = cache_->Find(job.cache_scope, job.prompt);
+  // The last prompt token is decoded again for its logits, as after a slot hit.
+  const size_t usable = std::min(m.tokens, job.prompt.size() - 1);
+  if (m.tier == CacheTier::kNone || usable < have + kMinRestoreGain) {
+    if (have == 0) metrics_->Add("hone_prompt_cache_misses_total", name_);
+    return {};
+  }
+  double prefill_s_per_token;
+  {
+    std::lock_guard<std::mutex> lock(view_mu_);
+    prefill_s_per_token = prefill_s_per_token_;
+  }
+  // Restoring costs the whole entry; prefilling costs only what it adds.
+  const double restore_s = m.entry_tokens * cache_->RestoreSecondsPerToken(m.tier);
+  if (restore_s >= (usable - have) * prefill_s_per_token) return {};
+  return m;
+}
+
+bool Scheduler::RestoreFromCache(Slot& s, const CacheMatch& m) {
+  const auto t0 = Clock::now();
+  auto state = cache_->Load(m);
+  const bool ok = state && session_->RestoreSequence(s.id, state->data(), state->size());
+  if (!ok) {
+    if (state) {
+      std::fprintf(stderr,
+                   "hone serve: %s: llama.cpp refused a cached state of %zu tokens; prefilling instead\n",
+                   name_.c_str(), m.entry_tokens);
+    }
+    session_->ClearSequence(s.id);
+    s.cached.clear();
+    return false;
+  }
+  const auto& prompt = s.job->prompt;
+  s.cached.assign(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(m.tokens));
+  // The entry may run past the shared prefix; Admit cuts it back there.
+  s.cached.resize(m.tokens);
+  cache_->RecordRestore(m.tier, m.entry_tokens, std::chrono::duration<double>(Clock::now() - t0).count());
+  return true;
+}
+
+void Scheduler::SaveSlot(Slot& s) {
+  if (!cache_ || s.cached.size() < cache_->options().min_tokens) return;
+  if (cache_->Covers(s.scope, s.cached)) return;  // no KV copy for what is held already
+  // The KV must hold exactly the tokens we think it does: a state saved
+  // against the wrong tokens would be restored as a wrong answer later.
+  if (session_->SequenceLength(s.id) != static_cast<int>(s.cached.size())) return;
+  auto state = session_->SaveSequence(s.id);
+  if (state.empty()) return;
+  cache_->Put(s.scope, s.cached, std::move(state));
+}
+
+}  // namespace hone::serve

@@ -1,0 +1,38 @@
+// One slot of a Scheduler: a KV sequence and the job it runs. Private to
+// the scheduler's own files (scheduler.cc, scheduler_cache.cc); driven by
+// the scheduler thread only.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "serve/scheduler.h"
+
+namespace hone::serve {
+
+struct Scheduler::Slot {
+  int id = 0;
+  std::shared_ptr<Job> job;             // null when free
+  std::shared_ptr<const Job> last_job;  // the latest job admitted here: its prompt is in the KV
+  std::unique_ptr<engine::Sampler> sampler;
+  std::unique_ptr<engine::StopMatcher> stops;
+  engine::Utf8Stream utf8;
+  std::vector<engine::Token> cached;  // tokens whose KV this sequence holds
+  std::string scope;                  // the cache scope of the jobs whose tokens those are
+  size_t prefilled = 0;               // prompt tokens already in the KV cache
+  engine::Token next = -1;            // sampled, not yet decoded
+  int logits_index = -1;              // output of this slot in the current step
+  size_t step_from = 0;               // cached.size() when the current step began
+  JobResult result;
+  Clock::time_point last_token, last_used;
+  bool generating() const { return job && prefilled == job->prompt.size(); }
+};
+
+inline size_t CommonPrefix(const std::vector<engine::Token>& a, const std::vector<engine::Token>& b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return n;
+}
+
+}  // namespace hone::serve

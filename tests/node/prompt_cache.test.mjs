@@ -1,0 +1,98 @@
+// The prompt cache beyond the slots (issue 26), through the official `openai`
+// client: with one slot, a conversation whose slot went to another comes back
+// and restores its history from RAM, after a restart from disk, with the same
+// greedy answer as a server without the cache; a tenant never restores
+// another's; /hone/cache lists and clears; the metrics count each tier.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import OpenAI from 'openai';
+import { modelsDir, startServer, metric, TMP } from './helpers.mjs';
+
+const servers = [];
+after(async () => {
+  for (const s of servers) await s.stop();
+});
+async function serve(args, env = {}) {
+  const s = await startServer(['--models', modelsDir(), '--slots', '1', '--ctx', '1024', ...args], env);
+  servers.push(s);
+  return s;
+}
+const clientOf = (s, key = 'unused') => new OpenAI({ baseURL: s.url + '/v1', apiKey: key, maxRetries: 0, timeout: 60000 });
+
+const SYSTEM = 'You are the support assistant of Northwind Home Internet. Be polite, precise and brief. ' +
+  'Our plans: Basic 100 Mbit/s at 29 euros a month, Plus 500 Mbit/s at 39 euros, Max 1 Gbit/s at 49 euros. ' +
+  'Every plan includes a Wi-Fi 6 router, free installation, and no data cap. Contracts run month to month.';
+const ask = (client, messages, extra = {}) =>
+  client.chat.completions.create({ model: 'tiny', messages, max_tokens: 8, temperature: 0, ...extra });
+
+// Turn one of a conversation, then another conversation takes the only slot.
+async function firstTurnThenEvict(client, who, extra = {}) {
+  const history = [{ role: 'system', content: SYSTEM }, { role: 'user', content: `${who}: my router light is red.` }];
+  const first = await ask(client, history, extra);
+  await ask(client, [{ role: 'user', content: `Someone else entirely asks about invoices, ${who}.` }], extra);
+  history.push({ role: 'assistant', content: first.choices[0].message.content });
+  history.push({ role: 'user', content: 'It is still red after a restart. What now?' });
+  // The answer is tokenized again inside the history, and its first token may
+  // merge with the template's newline before it: a few tokens of slack.
+  return { history, firstPrompt: first.usage.prompt_tokens - 4 };
+}
+
+test('a returning conversation restores its history from RAM, then from disk after a restart, answering as a fresh server', async () => {
+  const fresh = await serve(['--cache-ram', '0', '--cache-disk', '0']);
+  const { history } = await firstTurnThenEvict(clientOf(fresh), 'Ann');
+  const expected = await ask(clientOf(fresh), history);
+  await fresh.stop();
+
+  const dir = path.join(TMP, `prompt-cache-node-${process.pid}`);
+  fs.rmSync(dir, { recursive: true, force: true });
+  const flags = ['--cache-ram', '64M', '--cache-disk', '64M', '--cache-dir', dir];
+  const hot = await serve(flags);
+  const { firstPrompt } = await firstTurnThenEvict(clientOf(hot), 'Ann');
+  const again = await ask(clientOf(hot), history);
+  assert.equal(again.choices[0].message.content, expected.choices[0].message.content);
+  assert.ok(again.usage.prompt_tokens_details.cached_tokens >= firstPrompt,
+    `cached ${again.usage.prompt_tokens_details.cached_tokens} of ${again.usage.prompt_tokens}; the first turn had ${firstPrompt}`);
+  assert.equal(await metric(hot.url, 'hone_prompt_cache_ram_hits_total', 'tiny'), 1);
+  assert.ok((await metric(hot.url, 'hone_prompt_cache_ram_bytes', 'tiny')) > 0);
+
+  // Admin views: entries by tenant with sizes; DELETE clears them.
+  const listed = await (await fetch(hot.url + '/hone/cache')).json();
+  const tiny = listed.data.find((m) => m.model === 'tiny');
+  assert.ok(tiny.entries.length >= 1 && tiny.entries.every((e) => e.bytes > 0 && e.tokens >= 32));
+  assert.ok(!JSON.stringify(listed).includes('router'), 'no prompt text in the listing');
+  await hot.stop();  // the slot's history is written to disk on the way out
+
+  const restarted = await serve(flags);
+  const afterRestart = await ask(clientOf(restarted), history);
+  assert.equal(afterRestart.choices[0].message.content, expected.choices[0].message.content);
+  assert.ok(afterRestart.usage.prompt_tokens_details.cached_tokens >= firstPrompt);
+  assert.equal(await metric(restarted.url, 'hone_prompt_cache_disk_hits_total', 'tiny'), 1);
+  const cleared = await (await fetch(restarted.url + '/hone/cache', { method: 'DELETE' })).json();
+  assert.ok(cleared.cleared_entries >= 1);
+  const empty = await (await fetch(restarted.url + '/hone/cache')).json();
+  assert.equal(empty.data.find((m) => m.model === 'tiny').entries.length, 0);
+  await restarted.stop();
+  assert.deepEqual(fs.readdirSync(path.join(dir, 'tiny')).filter((f) => f.endsWith('.kv')).length <= 1, true);
+});
+
+test('one tenant never restores another tenant\'s prefix; the same cache_salt shares it', async () => {
+  const keys = ['pc-tenant-a', 'pc-tenant-b'];
+  const s = await serve(['--cache-ram', '64M', '--cache-disk', '0'], { HONE_API_KEYS: keys.join(',') });
+  const a = clientOf(s, keys[0]), b = clientOf(s, keys[1]);
+  const { history, firstPrompt } = await firstTurnThenEvict(a, 'Bo');
+  const asB = await ask(b, history);
+  assert.ok(asB.usage.prompt_tokens_details.cached_tokens < 16,
+    `tenant B found ${asB.usage.prompt_tokens_details.cached_tokens} of tenant A's tokens cached`);
+  const asA = await ask(a, history);
+  assert.ok(asA.usage.prompt_tokens_details.cached_tokens >= firstPrompt);
+
+  // Two tenants that name the same cache_salt share; the admin sees scopes, not keys.
+  const salt = { cache_salt: 'shared-team-7' };
+  const salted = await firstTurnThenEvict(a, 'Cy', salt);
+  const sharedHit = await ask(b, salted.history, salt);
+  assert.ok(sharedHit.usage.prompt_tokens_details.cached_tokens >= salted.firstPrompt);
+  const listing = await (await fetch(s.url + '/hone/cache', { headers: { Authorization: `Bearer ${keys[0]}` } })).text();
+  assert.ok(!listing.includes(keys[0]) && !listing.includes('shared-team-7'), 'keys and salts are never listed in clear');
+});
