@@ -1,5 +1,6 @@
 // `hone serve`: the OpenAI- and Ollama-compatible server. Settings come from
 // --config FILE (TOML), then HONE_* environment variables, then flags.
+#include <malloc.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -108,6 +109,11 @@ Result<serve::PoolOptions> PoolOptionsFrom(const serve::ServeConfig& c) {
 }
 
 int Serve(const ServeArgs& a) {
+  // Prompt-cache entries are megabytes each and come and go all day. glibc
+  // raises its mmap threshold to the largest block freed, after which such
+  // blocks come from the heap and its fragments are seldom given back: RSS
+  // would creep past --cache-ram. A fixed threshold keeps them mmapped.
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
   auto config = BuildConfig(a);
   if (!config) return Fail(config.error().ToString(), 2);
   const serve::ServeConfig& c = *config;

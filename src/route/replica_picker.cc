@@ -102,6 +102,16 @@ ReplicaPicker::Estimate ReplicaPicker::Predict(const Candidate& c, const PromptB
     if (auto s = r->second.service_s.find(c.model); s != r->second.service_s.end() && s->second > 0)
       service = s->second;
     if (auto it = pending_.find(c.label); it != pending_.end()) pending = it->second;
+    // Not measured there yet (it has served nothing since it started): as
+    // fast as the fastest replica that has, serving the same model. A fixed
+    // guess made the first replica to measure look many times faster than
+    // its idle peers, and a cold cluster then sent every new prefix to it.
+    if (load.prefill_tps <= 0) {
+      for (const auto& [name, other] : replicas_) {
+        auto om = other.models.find(c.model);
+        if (other.reachable && om != other.models.end()) load.prefill_tps = std::max(load.prefill_tps, om->second.prefill_tps);
+      }
+    }
   }
   // Not loaded there (never, or unloaded since): it loads the model first.
   const double cold = load.slots > 0 ? 0 : load.load_count > 0 ? load.load_sum_s / load.load_count : kDefaultLoadS;

@@ -169,10 +169,28 @@ TEST(ReplicaPicker, AReplicaWithoutTheModelCountsItsLoadTime) {
   p.Update("r3", true, "");  // serves other models only
   auto cs = Three();
   const PromptBlocks a = PrefixBlocks(Chat(kSystemA, "q"));
-  const double prefill = a.bytes / 4.0 / 500;  // at the default rate: neither measured one
+  const double prefill = a.bytes / 4.0 / 100;  // neither measured one: r2's rate stands in
   EXPECT_NEAR(p.Predict(cs[0], a).ttft_s, 15 + prefill, 1e-9);  // its own mean load time
   EXPECT_NEAR(p.Predict(cs[2], a).ttft_s, 5 + prefill, 1e-9);   // never loaded there: 5 s
   EXPECT_EQ(p.Order(cs, a, 0).front(), 1u);  // r2 has it loaded
+}
+
+TEST(ReplicaPicker, AReplicaThatHasNotMeasuredYetIsAsFastAsItsMeasuredPeers) {
+  ReplicaPicker p;
+  // r1 served one request and measured 20,000 tok/s; r2 and r3 just started.
+  p.Update("r1", true, "hone_num_requests_running{model_name=\"m\"} 0\n"
+                       "hone_prefill_tokens_per_second{model_name=\"m\"} 20000\n"
+                       "hone_cache_config_info{model_name=\"m\",block_size=\"1\",num_gpu_blocks=\"4096\",slots=\"2\"} 1\n");
+  for (const char* r : {"r2", "r3"}) {
+    p.Update(r, true, "hone_num_requests_running{model_name=\"m\"} 0\n"
+                      "hone_cache_config_info{model_name=\"m\",block_size=\"1\",num_gpu_blocks=\"4096\",slots=\"2\"} 1\n");
+  }
+  auto cs = Three();
+  const PromptBlocks b = PrefixBlocks(Chat(kSystemB, "q"));
+  EXPECT_NEAR(p.Predict(cs[1], b).ttft_s, p.Predict(cs[0], b).ttft_s, 1e-9);
+  // So a new prefix follows the rotation instead of going to r1 every time.
+  EXPECT_EQ(p.Order(cs, b, 1).front(), 1u);
+  EXPECT_EQ(p.Order(cs, b, 2).front(), 2u);
 }
 
 TEST(ReplicaPicker, PrefillsInFlightThereCountUntilTheirFirstToken) {
