@@ -225,7 +225,8 @@ const char* StopReason(const serve::ChoiceResult& r) {
 
 namespace {
 
-// system, messages, tools and tool_choice: the chat the template renders.
+// What /v1/messages and count_tokens both read: system, messages, tools and
+// tool_choice, as the chat the template renders.
 Status ParseConversation(const json& j, serve::GenerationRequest* r) {
   r->chat = true;
   if (j.contains("system") && !j["system"].is_null()) {
@@ -283,6 +284,15 @@ Result<ParsedGeneration> MessagesCodec::Parse(const json& j) const {
   if (*s.temperature < 0 || *s.temperature > 1) return BadRequest("'temperature' must be within [0, 1]");
   if (Status st = ParseConversation(j, &r); !st) return st.error();
   return p;
+}
+
+Result<serve::GenerationRequest> MessagesCodec::ParsePrompt(const json& j) const {
+  serve::GenerationRequest r;
+  auto model = RequireString(j, "model", "'model' is required");
+  if (!model) return model.error();
+  r.model = *model;
+  if (Status st = ParseConversation(j, &r); !st) return st.error();
+  return r;
 }
 
 std::string MessagesCodec::NewAnswerId() const { return NewId("msg", '_'); }

@@ -570,6 +570,8 @@ void HttpServer::Routes() {
   s.Post("/v1/completions", route(generate(kOpenAiCompletions)));
   s.Post("/v1/responses", route(generate(kOpenAiResponses)));
   s.Post("/v1/messages", route(generate(kAnthropicMessages)));
+  s.Post("/v1/messages/count_tokens",
+         route([&d](const HttpRequest& r) { return d.CountTokens(kAnthropicMessages, r); }));
   s.Post("/v1/embeddings", route(embed(kOpenAiEmbeddings)));
   s.Get("/api/tags", route(list(kOllamaTags)));
   s.Post("/api/generate", route(generate(kOllamaGenerate)));

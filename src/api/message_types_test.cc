@@ -1,10 +1,12 @@
 // Message fields of the wrong type, on every API: a 400 in the API's own
 // envelope that names the field's path, before the backend (and so any
-// model) is asked for anything.
+// model) is asked for anything. And Anthropic's count_tokens reads the same
+// conversation as /v1/messages.
 #include <gtest/gtest.h>
 
 #include "api/anthropic_codec.h"
 #include "api/driver.h"
+#include "api/json_fields.h"
 #include "api/ollama_codec.h"
 #include "api/openai_codec.h"
 #include "api/responses_codec.h"
@@ -28,7 +30,13 @@ class CountingBackend : public serve::Backend {
     ++calls;
     return model;
   }
+  Result<int> CountPromptTokens(const serve::GenerationRequest& r) override {
+    ++calls;
+    last = r;
+    return 17;
+  }
   int calls = 0;
+  serve::GenerationRequest last;
 };
 
 const openai::GenerationCodec kChat(/*chat=*/true);
@@ -153,6 +161,56 @@ TEST(MessageTypes, OllamaNamesTheField) {
                  "messages[0].content[0].type"});
   ExpectRefused({&kOllamaGenerate, R"({"model": "m", "prompt": 42})", "prompt"});
   ExpectRefused({&kOllamaGenerate, R"({"model": "m", "prompt": "hi", "system": 1})", "system"});
+}
+
+TEST(CountTokens, ReadsTheConversationMessagesWould) {
+  const std::string body =
+      R"({"model": "m", "max_tokens": 9, "system": [{"type": "text", "text": "Be terse."}],
+    "tools": [{"name": "f", "input_schema": {"type": "object"}}],
+    "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]},
+                 {"role": "assistant", "content": "Hel"}]})";
+  auto j = ParseBody(body);
+  ASSERT_TRUE(j.ok());
+  auto full = kMessages.Parse(*j);
+  ASSERT_TRUE(full.ok()) << full.error().message;
+  CountingBackend backend;
+  Driver driver(backend);
+  HttpRequest req = Post(body);
+  req.tenant = "key-1";
+  HttpResponse res = driver.CountTokens(kMessages, req);
+  ASSERT_EQ(res.status, 200) << res.body;
+  EXPECT_EQ(nlohmann::json::parse(res.body), nlohmann::json::parse(R"({"input_tokens": 17})"));
+  EXPECT_EQ(res.log.prompt_tokens, 17);
+  const serve::GenerationRequest& counted = backend.last;
+  EXPECT_EQ(counted.tenant, "key-1");
+  EXPECT_EQ(counted.model, full->request.model);
+  EXPECT_TRUE(counted.chat);
+  ASSERT_EQ(counted.messages.size(), full->request.messages.size());
+  for (size_t i = 0; i < counted.messages.size(); ++i) {
+    EXPECT_EQ(counted.messages[i].role, full->request.messages[i].role);
+    EXPECT_EQ(counted.messages[i].content, full->request.messages[i].content);
+  }
+  ASSERT_EQ(counted.tools.size(), 1u);
+  EXPECT_EQ(counted.continue_final, full->request.continue_final);  // the prefill is counted as continued
+  EXPECT_TRUE(counted.continue_final);
+}
+
+TEST(CountTokens, RefusesBadFieldsBeforeTheBackendAndNeedsNoMaxTokens) {
+  CountingBackend backend;
+  Driver driver(backend);
+  HttpResponse bad =
+      driver.CountTokens(kMessages, Post(R"({"model": "m", "messages": [{"role": "user", "content": 4}]})"));
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(MessageOf(bad).find("'messages[0].content'"), std::string::npos) << bad.body;
+  EXPECT_EQ(nlohmann::json::parse(bad.body)["type"], "error");  // Anthropic's envelope
+  EXPECT_EQ(backend.calls, 0);
+  HttpResponse ok = driver.CountTokens(
+      kMessages, Post(R"({"model": "m", "messages": [{"role": "user", "content": "hi"}]})"));
+  EXPECT_EQ(ok.status, 200) << ok.body;
+  // An API without a count endpoint says so rather than counting.
+  HttpResponse none =
+      driver.CountTokens(kChat, Post(R"({"model": "m", "messages": [{"role": "user", "content": "hi"}]})"));
+  EXPECT_EQ(none.status, 404);
 }
 
 }  // namespace
