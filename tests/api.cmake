@@ -1,7 +1,10 @@
-# hone serve's HTTP edge: message validation, the driver over a fake backend,
-# the disconnect check. The end-to-end client tests are in serve.cmake.
+# hone serve's HTTP edge: message validation and field types on every API,
+# the driver over a fake backend, the disconnect check, the lingering close.
+# The end-to-end client tests are in serve.cmake.
 hone_test(api_tests
   ${SRC}/api/messages_test.cc
   ${SRC}/api/driver_test.cc
   ${SRC}/api/origin_check_test.cc
+  ${SRC}/api/message_types_test.cc
+  ${SRC}/api/lingering_close_test.cc
   LIBS hone_api nlohmann_json::nlohmann_json)

@@ -6,17 +6,41 @@
 namespace hone::api::anthropic {
 namespace {
 
-// A content field: a string, or blocks whose text blocks are joined.
+// A block's type: the block must be an object with a string `type`.
+Result<std::string> BlockType(const json& b, const std::string& at) {
+  if (!b.is_object()) return BadRequest("'" + at + "' must be an object");
+  Status err;
+  auto type = GetStringAt(b, at, "type", &err);
+  if (!err.ok()) return err.error();
+  if (!type) return BadRequest("'" + at + ".type' is required");
+  return *type;
+}
+
+// A text block's text, which must be a string.
+Result<std::string> BlockText(const json& b, const std::string& at) {
+  if (!b.contains("text") || !b["text"].is_string()) return BadRequest("'" + at + ".text' must be a string");
+  return b["text"].get<std::string>();
+}
+
+// `system` or a tool_result's content: a string, or text blocks, joined.
+// Images and documents are refused (this server reads text); any other block
+// is a client's mistake.
 Result<std::string> TextOf(const json& content, const std::string& where) {
   if (content.is_string()) return content.get<std::string>();
   if (content.is_null()) return std::string();
   if (!content.is_array())
     return BadRequest("'" + where + "' must be a string or an array of content blocks");
   std::string text;
-  for (const auto& b : content) {
-    if (b.is_object() && StringOr(b, "type") == "text" && b.contains("text") && b["text"].is_string()) {
-      text += b["text"].get<std::string>();
-    }
+  for (size_t i = 0; i < content.size(); ++i) {
+    const std::string at = Indexed(where, i);
+    auto type = BlockType(content[i], at);
+    if (!type) return type.error();
+    if (*type == "image" || *type == "document")
+      return BadRequest("'" + at + "': " + *type + " blocks are not supported; this server reads text only");
+    if (*type != "text") return BadRequest("'" + at + ".type' '" + *type + "' is not a text block");
+    auto t = BlockText(content[i], at);
+    if (!t) return t.error();
+    text += *t;
   }
   return text;
 }
@@ -26,12 +50,14 @@ Result<std::string> TextOf(const json& content, const std::string& where) {
 Status AddMessage(const json& m, size_t index, std::vector<serve::Message>* out) {
   const std::string where = "messages[" + std::to_string(index) + "]";
   if (!m.is_object()) return BadRequest("'" + where + "' must be an object");
-  const std::string role = StringOr(m, "role");
+  Status err;
+  auto role = GetStringAt(m, where, "role", &err);
+  if (!err.ok()) return err.error();
   if (role != "user" && role != "assistant")
     return BadRequest("'" + where + ".role' must be \"user\" or \"assistant\"");
   if (!m.contains("content")) return BadRequest("'" + where + ".content' is required");
   const json& content = m["content"];
-  serve::Message msg(role, "");
+  serve::Message msg(*role, "");
   if (content.is_string()) {
     msg.content = content.get<std::string>();
     out->push_back(std::move(msg));
@@ -41,14 +67,16 @@ Status AddMessage(const json& m, size_t index, std::vector<serve::Message>* out)
     return BadRequest("'" + where + ".content' must be a string or an array of content blocks");
   for (size_t i = 0; i < content.size(); ++i) {
     const json& b = content[i];
-    const std::string at = where + ".content[" + std::to_string(i) + "]";
-    const std::string type = b.is_object() ? StringOr(b, "type") : "";
+    const std::string at = Indexed(where + ".content", i);
+    auto block = BlockType(b, at);
+    if (!block) return block.error();
+    const std::string& type = *block;
     if (type == "text") {
-      if (!b.contains("text") || !b["text"].is_string())
-        return BadRequest("'" + at + ".text' must be a string");
-      msg.content += b["text"].get<std::string>();
+      auto text = BlockText(b, at);
+      if (!text) return text.error();
+      msg.content += *text;
     } else if (type == "tool_use") {
-      if (role != "assistant")
+      if (*role != "assistant")
         return BadRequest("'" + at + "': tool_use blocks belong to assistant messages");
       if (!b.contains("id") || !b["id"].is_string() || !b.contains("name") || !b["name"].is_string()) {
         return BadRequest("'" + at + "' needs an 'id' and a 'name'");
@@ -57,7 +85,7 @@ Status AddMessage(const json& m, size_t index, std::vector<serve::Message>* out)
       if (!args) return args.error();
       msg.tool_calls.push_back({b["id"].get<std::string>(), b["name"].get<std::string>(), *args});
     } else if (type == "tool_result") {
-      if (role != "user") return BadRequest("'" + at + "': tool_result blocks belong to user messages");
+      if (*role != "user") return BadRequest("'" + at + "': tool_result blocks belong to user messages");
       if (!b.contains("tool_use_id") || !b["tool_use_id"].is_string()) {
         return BadRequest("'" + at + ".tool_use_id' is required");
       }
@@ -195,10 +223,45 @@ const char* StopReason(const serve::ChoiceResult& r) {
   }
 }
 
+namespace {
+
+// What /v1/messages and count_tokens both read: system, messages, tools and
+// tool_choice, as the chat the template renders.
+Status ParseConversation(const json& j, serve::GenerationRequest* r) {
+  r->chat = true;
+  if (j.contains("system") && !j["system"].is_null()) {
+    auto system = TextOf(j["system"], "system");
+    if (!system) return system.error();
+    if (!system->empty()) r->messages.emplace_back("system", *system);
+  }
+  if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty()) {
+    return BadRequest("'messages' must be a non-empty array");
+  }
+  if (j["messages"].size() > kMaxMessages) {
+    return BadRequest("'messages' has more than " + std::to_string(kMaxMessages) + " entries");
+  }
+  for (size_t i = 0; i < j["messages"].size(); ++i) {
+    if (Status st = AddMessage(j["messages"][i], i, &r->messages); !st) return st;
+  }
+  // Blocks that add nothing (thinking) may leave no message at all.
+  if (r->messages.empty()) return BadRequest("'messages' holds no text, tool_use or tool_result block");
+  auto tools = ParseTools(j, "tools", ToolForm::kAnthropic);
+  if (!tools) return tools.error();
+  r->tools = std::move(*tools);
+  auto choice = ParseChoice(j, r->tools, &r->parallel_tool_calls);
+  if (!choice) return choice.error();
+  r->tool_choice = *choice;
+  // A trailing assistant message is a prefill Anthropic's API continues.
+  if (r->messages.back().role == "assistant" && r->messages.back().tool_calls.empty())
+    r->continue_final = true;
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<ParsedGeneration> MessagesCodec::Parse(const json& j) const {
   ParsedGeneration p;
   serve::GenerationRequest& r = p.request;
-  r.chat = true;
   auto model = RequireString(j, "model", "'model' is required");
   if (!model) return model.error();
   r.model = *model;
@@ -219,29 +282,17 @@ Result<ParsedGeneration> MessagesCodec::Parse(const json& j) const {
   if (*max_tokens < 1) return BadRequest("'max_tokens' must be at least 1");
   r.max_tokens = static_cast<int>(std::min<int64_t>(*max_tokens, INT32_MAX));
   if (*s.temperature < 0 || *s.temperature > 1) return BadRequest("'temperature' must be within [0, 1]");
-  if (j.contains("system") && !j["system"].is_null()) {
-    auto system = TextOf(j["system"], "system");
-    if (!system) return system.error();
-    if (!system->empty()) r.messages.emplace_back("system", *system);
-  }
-  if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty()) {
-    return BadRequest("'messages' must be a non-empty array");
-  }
-  if (j["messages"].size() > kMaxMessages) {
-    return BadRequest("'messages' has more than " + std::to_string(kMaxMessages) + " entries");
-  }
-  for (size_t i = 0; i < j["messages"].size(); ++i) {
-    if (Status st = AddMessage(j["messages"][i], i, &r.messages); !st) return st.error();
-  }
-  auto tools = ParseTools(j, "tools", ToolForm::kAnthropic);
-  if (!tools) return tools.error();
-  r.tools = std::move(*tools);
-  auto choice = ParseChoice(j, r.tools, &r.parallel_tool_calls);
-  if (!choice) return choice.error();
-  r.tool_choice = *choice;
-  // A trailing assistant message is a prefill Anthropic's API continues.
-  if (r.messages.back().role == "assistant" && r.messages.back().tool_calls.empty()) r.continue_final = true;
+  if (Status st = ParseConversation(j, &r); !st) return st.error();
   return p;
+}
+
+Result<serve::GenerationRequest> MessagesCodec::ParsePrompt(const json& j) const {
+  serve::GenerationRequest r;
+  auto model = RequireString(j, "model", "'model' is required");
+  if (!model) return model.error();
+  r.model = *model;
+  if (Status st = ParseConversation(j, &r); !st) return st.error();
+  return r;
 }
 
 std::string MessagesCodec::NewAnswerId() const { return NewId("msg", '_'); }

@@ -22,6 +22,11 @@ class MessagesCodec final : public api::GenerationCodec {
   std::unique_ptr<StreamEncoder> NewStream(const Answer& a) const override;
   json Collected(const Answer& a, const std::vector<CollectedChoice>& choices,
                  const serve::Usage& total) const override;
+  // POST /v1/messages/count_tokens: model, system, messages, tools and
+  // tool_choice as /v1/messages reads them (no max_tokens); answers
+  // {"input_tokens": N}.
+  Result<serve::GenerationRequest> ParsePrompt(const json& body) const override;
+  json Counted(int tokens) const override { return {{"input_tokens", tokens}}; }
 };
 
 // "end_turn", "max_tokens", "tool_use", or "stop_sequence" (with the string

@@ -98,6 +98,13 @@ class GenerationCodec : public Codec {
                          const serve::Usage& total) const = 0;
   // The answer to a load_only request.
   virtual json Loaded(const std::string& model, bool unloaded) const { return json::object(); }
+
+  // A token count (Anthropic's count_tokens): the part of a body that makes
+  // the prompt, and the answer with its count. APIs without one answer 404.
+  virtual Result<serve::GenerationRequest> ParsePrompt(const json& body) const {
+    return MakeError(ErrorCode::kNotFound, "this API has no token count endpoint");
+  }
+  virtual json Counted(int tokens) const { return {{"tokens", tokens}}; }
 };
 
 class EmbeddingCodec : public Codec {

@@ -230,6 +230,22 @@ HttpResponse Driver::Embed(const EmbeddingCodec& codec, const HttpRequest& req) 
   return res;
 }
 
+HttpResponse Driver::CountTokens(const GenerationCodec& codec, const HttpRequest& req) {
+  auto body = ParseBody(req.body);
+  if (!body) return codec.Fail(body.error());
+  auto parsed = codec.ParsePrompt(*body);
+  if (!parsed) return codec.Fail(parsed.error());
+  parsed->cancelled = req.client_gone;
+  parsed->tenant = req.tenant;
+  auto tokens = backend_.CountPromptTokens(*parsed);
+  if (!tokens) return codec.Fail(tokens.error());
+  HttpResponse res;
+  res.log.model = parsed->model;
+  res.log.prompt_tokens = *tokens;
+  res.body = Dump(codec.Counted(*tokens));
+  return res;
+}
+
 HttpResponse Driver::ListModels(const ModelListCodec& codec) {
   HttpResponse res;
   res.body = Dump(codec.Encode(backend_.ListModels()));

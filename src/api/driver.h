@@ -22,6 +22,9 @@ class Driver {
   HttpResponse Generate(const GenerationCodec& codec, const HttpRequest& req);
   HttpResponse Embed(const EmbeddingCodec& codec, const HttpRequest& req);
   HttpResponse ListModels(const ModelListCodec& codec);
+  // The prompt tokens a request comes to, rendered as Generate would
+  // (GenerationCodec::ParsePrompt, Backend::CountPromptTokens).
+  HttpResponse CountTokens(const GenerationCodec& codec, const HttpRequest& req);
 
  private:
   HttpResponse LoadOnly(const GenerationCodec& codec, const serve::GenerationRequest& r);

@@ -107,6 +107,37 @@ HttpResponse ErrorResponse(const Error& e, ApiFlavor flavor) {
   return ErrorResponse(ToHttpError(e, flavor), flavor);
 }
 
+HttpError ProtocolError(int status, const std::string& method, const std::string& path,
+                        const std::string& max_body) {
+  std::string message, code;
+  switch (status) {
+    case 400:
+      message =
+          "the request could not be read: a malformed request line or header, a header line over 8 KiB, "
+          "or more than 100 headers";
+      code = "bad_request";
+      break;
+    case 413:
+      message = "the request body is larger than --max-body (" + max_body +
+                "), counted after any chunked or compressed encoding";
+      code = "payload_too_large";
+      break;
+    case 414:
+      message = "the request URI is longer than 32 KiB", code = "uri_too_long";
+      break;
+    case 415:
+      message = "the request body's Content-Encoding is not supported: send it uncompressed";
+      code = "unsupported_media_type";
+      break;
+    case 404:
+      message = "no such endpoint: " + method + " " + path;
+      break;
+    default:
+      message = "HTTP " + std::to_string(status);
+  }
+  return HttpError{status, message, "invalid_request_error", code};
+}
+
 HttpResponse ClientClosed(RequestLog log) {
   HttpResponse res;
   res.status = 499;

@@ -33,6 +33,12 @@ HttpResponse ErrorResponse(const Error& e, ApiFlavor flavor);
 // not_found_error, request_too_large, rate_limit_error, overloaded_error, api_error.
 const char* AnthropicErrorType(int status);
 
+// Errors of the HTTP layer itself, before a handler (400 unreadable headers,
+// 413 a body over --max-body, 414, 415 a compressed body, 404 no route):
+// `max_body` is the flag's text, named in the 413.
+HttpError ProtocolError(int status, const std::string& method, const std::string& path,
+                        const std::string& max_body);
+
 // The answer to a client that disconnected before it: nobody reads it, but the
 // log line records status 499 (nginx's "client closed request").
 HttpResponse ClientClosed(RequestLog log);

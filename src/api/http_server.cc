@@ -11,16 +11,17 @@
 #include <utility>
 
 #include "api/admin_api.h"
+#include "api/api_keys.h"
 #include "api/anthropic_codec.h"
 #include "api/errors.h"
 #include "api/json_fields.h"
+#include "api/lingering_close.h"
 #include "api/ollama_codec.h"
 #include "api/ollama_local.h"
 #include "api/openai_codec.h"
 #include "api/origin_check.h"
 #include "api/request_deadline.h"
 #include "api/responses_codec.h"
-#include "route/keyring.h"
 
 namespace hone::api {
 namespace {
@@ -37,11 +38,12 @@ struct RequestState {
   int status = 0;
   bool quiet = false;     // --quiet: no log lines
   bool streamed = false;  // a stream logs itself when it ends
+  bool closing = false;   // CloseAfterwards took the answer's body
 };
 thread_local RequestState t_req;
 
 void BeginRequest(const std::string& method, const std::string& path, bool quiet) {
-  t_req = RequestState{NewId("req"), Clock::now(), RequestLog(), method, path, 0, quiet, false};
+  t_req = RequestState{NewId("req"), Clock::now(), RequestLog(), method, path, 0, quiet, false, false};
 }
 
 // One JSON line per request (never headers, so never keys).
@@ -118,16 +120,34 @@ void Apply(HttpResponse out, httplib::Response& res) {
   });
 }
 
+// Does the request carry a body nobody has read? httplib's own flag
+// (body_consumed_, a public member of the vendored 0.54's Request, set once
+// the body is read; httplib checks it to drain a kept-alive connection) and
+// the framing headers.
+bool BodyLeftUnread(const httplib::Request& req) {
+  if (req.body_consumed_) return false;
+  return req.get_header_value_u64("Content-Length") > 0 || req.has_header("Transfer-Encoding");
+}
+
 // httplib keeps a connection open after an error unless a write fails, even
 // when it says "Connection: close": a refused client past the connection
 // bound or during a drain must give its worker back, so the body goes out
 // through a provider that reports failure once it has written everything.
-void CloseAfterwards(httplib::Response& res) {
+// When the request's body was not read (refused on its headers), the socket
+// lingers after the answer (lingering_close.h), or a client still sending
+// would get a reset instead of it.
+void CloseAfterwards(const httplib::Request& req, httplib::Response& res) {
   auto body = std::make_shared<std::string>(std::move(res.body));
   const std::string type = res.get_header_value("Content-Type");
+  const bool linger = BodyLeftUnread(req);
   res.body.clear();
-  res.set_content_provider(body->size(), type, [body](size_t offset, size_t, httplib::DataSink& sink) {
-    sink.write(body->data() + offset, body->size() - offset);
+  t_req.closing = true;
+  res.set_content_provider(body->size(), type, [body, linger](size_t offset, size_t, httplib::DataSink& sink) {
+    const bool sent = sink.write(body->data() + offset, body->size() - offset);
+    if (sent && linger) {
+      RequestDeadlines::RequestRead();  // bounded by the linger's own limits, not --body-timeout
+      LingerAfterAnswer(RequestDeadlines::Socket());
+    }
     return false;
   });
 }
@@ -205,12 +225,6 @@ void WidenBacklog(int fd, int connections) {
 
 bool IsProbePath(const std::string& path) { return path == "/health" || path == "/livez" || path == "/metrics"; }
 
-bool SameKey(const std::string& a, const std::string& b) {
-  // Constant time in the key's length: no early exit on the first mismatch.
-  unsigned char diff = a.size() != b.size();
-  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ (i < b.size() ? b[i] : 0);
-  return diff == 0;
-}
 
 }  // namespace
 
@@ -331,43 +345,6 @@ void HttpServer::ProbeRoutes() {
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { WriteMetrics(res); });
 }
 
-namespace {
-// Bearer (OpenAI, Ollama) or x-api-key (Anthropic's clients send that).
-std::string PresentedKey(const std::string& authorization, const std::string& x_api_key) {
-  std::string key = x_api_key;
-  const std::string prefix = "Bearer ";
-  if (authorization.size() > prefix.size() &&
-      std::equal(prefix.begin(), prefix.end(), authorization.begin(), [](char a, char b) {
-        return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
-      })) {
-    key = authorization.substr(prefix.size());
-  }
-  return key;
-}
-}  // namespace
-
-std::string HttpServer::Tenant(const std::string& authorization, const std::string& x_api_key) const {
-  if (api_keys_.empty() && admin_keys_.empty()) return "";
-  return route::KeyFingerprint(PresentedKey(authorization, x_api_key));
-}
-
-bool HttpServer::IsAdmin(const std::string& authorization, const std::string& x_api_key) const {
-  const std::string key = PresentedKey(authorization, x_api_key);
-  bool admin = false;
-  for (const auto& k : admin_keys_) admin |= !key.empty() && SameKey(key, k);
-  return admin;
-}
-
-bool HttpServer::Authorized(const std::string& authorization, const std::string& x_api_key) const {
-  if (api_keys_.empty()) return true;
-  const std::string key = PresentedKey(authorization, x_api_key);
-  if (key.empty()) return false;
-  bool ok = false;
-  for (const auto& k : api_keys_) ok |= SameKey(key, k);
-  for (const auto& k : admin_keys_) ok |= SameKey(key, k);
-  return ok;
-}
-
 void HttpServer::Routes() {
   httplib::Server& s = *http_;
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -392,14 +369,14 @@ void HttpServer::Routes() {
                       " connections (--max-connections); retry shortly",
                   "server_error", "overloaded", 1};
       Apply(ErrorResponse(e, FlavorOf(req.path)), res);
-      CloseAfterwards(res);
+      CloseAfterwards(req, res);
       return httplib::Server::HandlerResponse::Handled;
     }
     if (draining_.load()) {
       HttpError e{503, "the server is shutting down; retry on another replica", "server_error", "unavailable",
                   1};
       Apply(ErrorResponse(e, FlavorOf(req.path)), res);
-      CloseAfterwards(res);
+      CloseAfterwards(req, res);
       return httplib::Server::HandlerResponse::Handled;
     }
     // Before the key: a page in the user's browser must not reach a key-less server.
@@ -421,6 +398,13 @@ void HttpServer::Routes() {
                           "invalid_request_error", "unsupported_media_type"},
                 FlavorOf(req.path)),
             res);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    // A declared body over --max-body is refused before a byte of it is
+    // read (httplib would read up to the limit first); the client then gets
+    // the answer while the error handler lingers over what it still sends.
+    if (max_body_ > 0 && req.get_header_value_u64("Content-Length") > max_body_) {
+      Apply(ErrorResponse(ProtocolError(413, req.method, req.path, config_.max_body), FlavorOf(req.path)), res);
       return httplib::Server::HandlerResponse::Handled;
     }
     const bool admin_path = req.path == "/hone/load" || req.path == "/hone/unload" || req.path == "/hone/spend" ||
@@ -449,32 +433,18 @@ void HttpServer::Routes() {
   // Requests refused while their headers were read (400, 414, 415) never
   // reached the pre-routing handler: they get an id of their own here.
   s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    if (t_req.id.empty()) BeginRequest(req.method, req.path, config_.quiet);
-    std::string message, code;
-    switch (res.status) {
-      case 400:
-        message = "the request could not be read: a malformed request line or header, a header line over 8 KiB, "
-                  "or more than 100 headers";
-        code = "bad_request";
-        break;
-      case 413:
-        message = "the request body is larger than --max-body (" + config_.max_body + "), counted after any chunked "
-                  "or compressed encoding";
-        code = "payload_too_large";
-        break;
-      case 414: message = "the request URI is longer than 32 KiB", code = "uri_too_long"; break;
-      case 415:
-        message = "the request body's Content-Encoding is not supported: send it uncompressed";
-        code = "unsupported_media_type";
-        break;
-      case 404: message = "no such endpoint: " + req.method + " " + req.path; break;
-      default: message = "HTTP " + std::to_string(res.status);
+    const bool whole = !t_req.id.empty();  // the pre-routing handler saw its headers
+    if (!whole) BeginRequest(req.method, req.path, config_.quiet);
+    if (t_req.closing) return;  // CloseAfterwards holds the answer
+    if (res.body.empty()) {
+      const int status = res.status;
+      Apply(ErrorResponse(ProtocolError(status, req.method, req.path, config_.max_body), FlavorOf(req.path)), res);
+      res.status = status;
     }
-    HttpError e{res.status, message, "invalid_request_error", code};
-    int status = res.status;
-    Apply(ErrorResponse(e, FlavorOf(req.path)), res);
-    res.status = status;
+    // Answered before its body was read: linger, so the client reads this
+    // answer. Not for a request whose headers were never whole (a 300 MiB
+    // header): there is nothing to drain but more of the same.
+    if (whole && BodyLeftUnread(req)) CloseAfterwards(req, res);
   });
   s.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
     Apply(ErrorResponse(HttpError{500, "internal error", "server_error", ""}, FlavorOf(req.path)), res);
@@ -571,6 +541,8 @@ void HttpServer::Routes() {
   s.Post("/v1/completions", route(generate(kOpenAiCompletions)));
   s.Post("/v1/responses", route(generate(kOpenAiResponses)));
   s.Post("/v1/messages", route(generate(kAnthropicMessages)));
+  s.Post("/v1/messages/count_tokens",
+         route([&d](const HttpRequest& r) { return d.CountTokens(kAnthropicMessages, r); }));
   s.Post("/v1/embeddings", route(embed(kOpenAiEmbeddings)));
   s.Get("/api/tags", route(list(kOllamaTags)));
   s.Post("/api/generate", route(generate(kOllamaGenerate)));

@@ -106,6 +106,17 @@ std::optional<std::string> GetString(const json& j, const char* key, Status* err
   return j[key].get<std::string>();
 }
 
+std::optional<std::string> GetStringAt(const json& j, const std::string& path, const char* key, Status* err) {
+  if (Absent(j, key)) return std::nullopt;
+  if (!j[key].is_string()) {
+    *err = BadRequest("'" + path + "." + key + "' must be a string");
+    return std::nullopt;
+  }
+  return j[key].get<std::string>();
+}
+
+std::string Indexed(const std::string& path, size_t i) { return path + "[" + std::to_string(i) + "]"; }
+
 Result<std::string> RequireString(const json& j, const char* key, const char* missing) {
   Status err;
   auto v = GetString(j, key, &err);
@@ -126,9 +137,12 @@ std::optional<std::vector<std::string>> GetStrings(const json& j, const char* ke
     return std::nullopt;
   }
   std::vector<std::string> out;
-  for (const auto& e : v) {
-    if (!e.is_string()) return WrongType(key, "a string or an array of strings", err), std::nullopt;
-    out.push_back(e.get<std::string>());
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_string()) {
+      *err = BadRequest("'" + Indexed(key, i) + "' must be a string");
+      return std::nullopt;
+    }
+    out.push_back(v[i].get<std::string>());
   }
   return out;
 }

@@ -33,10 +33,15 @@ std::optional<int64_t> GetInt(const json& j, const char* key, Status* err);
 std::optional<int> GetInt32(const json& j, const char* key, Status* err);
 std::optional<bool> GetBool(const json& j, const char* key, Status* err);
 std::optional<std::string> GetString(const json& j, const char* key, Status* err);
+// The same for a field inside the body, its error naming the whole path:
+// GetStringAt(m, "messages[2]", "role", &err) -> "'messages[2].role' must be a string".
+std::optional<std::string> GetStringAt(const json& j, const std::string& path, const char* key, Status* err);
+// "messages" and 2 -> "messages[2]".
+std::string Indexed(const std::string& path, size_t i);
 // A string the request must have: absent -> kInvalidArgument `missing`.
 Result<std::string> RequireString(const json& j, const char* key, const char* missing);
 // A string or an array of strings (stop, input, prompt), at most
-// MaxEntries(key) of them.
+// MaxEntries(key) of them; an entry of another type is named ('prompt[1]').
 constexpr size_t kMaxStopStrings = 16;
 constexpr size_t kMaxPrompts = 64;
 constexpr size_t kMaxEmbeddingInputs = 2048;  // OpenAI's own

@@ -10,14 +10,37 @@ bool KnownRole(const std::string& r) {
   return r == "system" || r == "user" || r == "assistant" || r == "developer" || r == "tool";
 }
 
-std::string ContentOf(const json& m) {
-  if (!m.contains("content")) return "";
+// OpenAI's content parts: text is read; images, audio, files and an earlier
+// refusal are accepted and left out (this server reads text), as before the
+// parts were checked. Any other type is a client's mistake worth a 400.
+bool SkippedPart(const std::string& type) {
+  return type == "image_url" || type == "input_audio" || type == "file" || type == "refusal";
+}
+
+// A content field: absent or null (an assistant turn with only tool calls),
+// a string, or an array of part objects whose text parts are joined.
+Result<std::string> ContentOf(const json& m, const std::string& where) {
+  if (!m.contains("content") || m["content"].is_null()) return std::string();
   const json& c = m["content"];
   if (c.is_string()) return c.get<std::string>();
+  if (!c.is_array())
+    return BadRequest("'" + where + ".content' must be a string or an array of content parts");
   std::string text;
-  if (c.is_array()) {
-    for (const auto& part : c) {
-      if (part.is_object() && StringOr(part, "type") == "text") text += StringOr(part, "text");
+  for (size_t i = 0; i < c.size(); ++i) {
+    const std::string at = Indexed(where + ".content", i);
+    if (!c[i].is_object()) return BadRequest("'" + at + "' must be an object");
+    Status err;
+    auto type = GetStringAt(c[i], at, "type", &err);
+    if (!err.ok()) return err.error();
+    if (!type) return BadRequest("'" + at + ".type' is required");
+    if (*type == "text") {
+      auto t = GetStringAt(c[i], at, "text", &err);
+      if (!err.ok()) return err.error();
+      if (!t) return BadRequest("'" + at + ".text' is required");
+      text += *t;
+    } else if (!SkippedPart(*type)) {
+      return BadRequest("'" + at + ".type' '" + *type +
+                        "' is not a content part type (text, image_url, input_audio, file, refusal)");
     }
   }
   return text;
@@ -58,20 +81,24 @@ Result<std::vector<serve::Message>> ParseMessages(const json& messages) {
                       std::to_string(kMaxMessages) + " are allowed");
   }
   std::vector<serve::Message> out;
-  for (const auto& m : messages) {
-    if (!m.is_object()) return BadRequest("each message must be an object");
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const json& m = messages[i];
+    const std::string where = Indexed("messages", i);
+    if (!m.is_object()) return BadRequest("'" + where + "' must be an object");
     Status err;
-    auto role = GetString(m, "role", &err);
+    auto role = GetStringAt(m, where, "role", &err);
     if (!err.ok()) return err.error();
-    if (!role) return BadRequest("each message needs a 'role'");
+    if (!role) return BadRequest("'" + where + "' needs a 'role'");
     if (!KnownRole(*role)) return BadRequest("unknown message role '" + *role + "'");
     serve::Message msg;
     msg.role = *role == "developer" ? "system" : *role;
-    msg.content = ContentOf(m);
-    if (auto s = ParseToolCalls(m, out.size(), &msg.tool_calls); !s) return s.error();
-    auto id = GetString(m, "tool_call_id", &err);
-    auto name = GetString(m, "name", &err);
-    auto tool_name = GetString(m, "tool_name", &err);  // Ollama's
+    auto content = ContentOf(m, where);
+    if (!content) return content.error();
+    msg.content = std::move(*content);
+    if (auto s = ParseToolCalls(m, i, &msg.tool_calls); !s) return s.error();
+    auto id = GetStringAt(m, where, "tool_call_id", &err);
+    auto name = GetStringAt(m, where, "name", &err);
+    auto tool_name = GetStringAt(m, where, "tool_name", &err);  // Ollama's
     if (!err.ok()) return err.error();
     msg.tool_call_id = id.value_or("");
     msg.name = tool_name ? *tool_name : name.value_or("");

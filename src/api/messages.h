@@ -11,12 +11,14 @@
 namespace hone::api {
 
 // `messages` must be an array of objects, each with a string role among
-// system, user, assistant, developer (read as system) and tool. Content is a
-// string or an array of content parts whose text parts are joined (images are
-// not supported); anything else reads as empty, as OpenAI's API treats it.
+// system, user, assistant, developer (read as system) and tool. Content is
+// absent, null, a string, or an array of part objects with a string `type`:
+// text parts (a string `text`) are joined; image_url, input_audio, file and
+// refusal parts are left out (this server reads text); any other content is
+// a 400 naming its path ('messages[0].content', 'messages[1].content[2].type').
 // An assistant message may carry `tool_calls` (OpenAI's, with arguments as a
 // JSON string, or Ollama's, with an object); a tool message `tool_call_id`
-// and `name` (Ollama: `tool_name`).
+// and `name` (Ollama: `tool_name`), strings.
 // Errors: kInvalidArgument, naming what is wrong.
 Result<std::vector<serve::Message>> ParseMessages(const nlohmann::ordered_json& messages);
 

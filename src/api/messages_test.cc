@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+#include <vector>
+
 namespace hone::api {
 namespace {
 
@@ -31,6 +34,27 @@ TEST(ParseMessages, RejectsWhatEitherApiWouldReject) {
   }
   auto m = ParseMessages(json::parse(R"([{"role": "wizard", "content": "x"}])"));
   EXPECT_EQ(m.error().message, "unknown message role 'wizard'");
+}
+
+TEST(ParseMessages, NamesTheFieldOfTheWrongType) {
+  for (const auto& [bad, message] : std::vector<std::pair<const char*, const char*>>{
+           {R"([{"role": "user", "content": 42}])",
+            "'messages[0].content' must be a string or an array of content parts"},
+           {R"([{"role": "user", "content": "a"}, {"role": "user", "content": [3]}])",
+            "'messages[1].content[0]' must be an object"},
+           {R"([{"role": "user", "content": [{"type": "text", "text": null}]}])",
+            "'messages[0].content[0].text' is required"},
+           {R"([{"role": "user", "content": [{"type": "audio"}]}])",
+            "'messages[0].content[0].type' 'audio' is not a content part type (text, image_url, input_audio, "
+            "file, refusal)"},
+           {R"([{"role": true}])", "'messages[0].role' must be a string"},
+           {R"([7])", "'messages[0]' must be an object"},
+       }) {
+    auto m = ParseMessages(json::parse(bad));
+    ASSERT_FALSE(m.ok()) << bad;
+    EXPECT_EQ(m.error().code, ErrorCode::kInvalidArgument) << bad;
+    EXPECT_EQ(m.error().message, message) << bad;
+  }
 }
 
 }  // namespace

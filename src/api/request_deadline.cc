@@ -124,6 +124,8 @@ void RequestDeadlines::AnswerWritten() {
   t_conn->since = NowNs();
 }
 
+int RequestDeadlines::Socket() { return t_conn ? t_conn->fd : -1; }
+
 void RequestDeadlines::Watch() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {

@@ -50,6 +50,7 @@ class RequestDeadlines {
   static void HeadersRead();    // the body is due by --body-timeout from now
   static void RequestRead();    // the handler runs: no deadline
   static void AnswerWritten();  // the next request's headers are due
+  static int Socket();          // the connection's socket, or -1
 
   uint64_t dropped() const { return dropped_.load(); }
 

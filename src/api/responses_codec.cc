@@ -6,20 +6,27 @@
 namespace hone::api::responses {
 namespace {
 
-// A message item's content: a string, or parts whose text is joined.
+// A message item's content (or a call's output) at `where`: a string, or
+// part objects whose text is joined.
 Result<std::string> ContentText(const json& c, const std::string& where) {
   if (c.is_string()) return c.get<std::string>();
-  if (!c.is_array()) return BadRequest("'" + where + ".content' must be a string or an array of parts");
+  if (!c.is_array()) return BadRequest("'" + where + "' must be a string or an array of parts");
   std::string text;
   for (size_t i = 0; i < c.size(); ++i) {
     const json& part = c[i];
-    const std::string type = part.is_object() ? StringOr(part, "type") : "";
-    if (type == "input_text" || type == "output_text" || type == "text") {
-      if (part.contains("text") && part["text"].is_string()) text += part["text"].get<std::string>();
-    } else {
-      return BadRequest("'" + where + ".content[" + std::to_string(i) + "].type' '" + type +
-                        "' is not supported; this server reads text only");
+    const std::string at = Indexed(where, i);
+    if (!part.is_object()) return BadRequest("'" + at + "' must be an object");
+    Status err;
+    auto type = GetStringAt(part, at, "type", &err);
+    if (!err.ok()) return err.error();
+    if (!type) return BadRequest("'" + at + ".type' is required");
+    if (*type != "input_text" && *type != "output_text" && *type != "text") {
+      return BadRequest("'" + at + ".type' '" + *type + "' is not supported; this server reads text only");
     }
+    auto t = GetStringAt(part, at, "text", &err);
+    if (!err.ok()) return err.error();
+    if (!t) return BadRequest("'" + at + ".text' is required");
+    text += *t;
   }
   return text;
 }
@@ -37,13 +44,15 @@ Status AddItems(const json& input, std::vector<serve::Message>* out) {
     const json& item = input[i];
     const std::string where = "input[" + std::to_string(i) + "]";
     if (!item.is_object()) return BadRequest("'" + where + "' must be an object");
-    const std::string type = StringOr(item, "type", "message");
+    Status err;
+    const std::string type = GetStringAt(item, where, "type", &err).value_or("message");
+    const std::string role = GetStringAt(item, where, "role", &err).value_or("");
+    if (!err.ok()) return err;
     if (type == "message") {
-      const std::string role = StringOr(item, "role");
       if (role != "user" && role != "assistant" && role != "system" && role != "developer") {
         return BadRequest("'" + where + ".role' must be user, assistant, system or developer");
       }
-      auto text = ContentText(item.contains("content") ? item["content"] : json(""), where);
+      auto text = ContentText(item.contains("content") ? item["content"] : json(""), where + ".content");
       if (!text) return text.error();
       out->emplace_back(role == "developer" ? "system" : role, *text);
     } else if (type == "function_call") {

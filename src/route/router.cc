@@ -577,6 +577,15 @@ Result<std::string> Router::Load(const std::string& model, std::optional<double>
   return model;
 }
 
+Result<int> Router::CountPromptTokens(const serve::GenerationRequest& r) {
+  RouteState* st = Find(r.model);
+  if (!st) return local_.CountPromptTokens(r);
+  for (const Target& t : st->config.targets)
+    if (t.local()) return local_.CountPromptTokens(ForTarget(r, t));
+  return MakeError(ErrorCode::kInvalidArgument,
+                   "route '" + r.model + "' has no local model to count tokens with (its targets are upstreams)");
+}
+
 int Router::UpstreamConcurrency() const {
   long n = 0;
   for (const auto& [name, up] : upstreams_) n += up->config().max_concurrent;

@@ -60,6 +60,8 @@ class Router final : public serve::Backend {
                                   const std::function<bool()>& cancelled) override;
   std::vector<serve::ModelCard> ListModels() override;
   Result<std::string> Load(const std::string& model, std::optional<double> keep_alive_s) override;
+  // With a route's first local target; a route without one cannot count.
+  Result<int> CountPromptTokens(const serve::GenerationRequest& r) override;
 
   // Active health checks of every upstream, every health_interval.
   void StartHealthChecks();

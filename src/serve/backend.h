@@ -249,6 +249,13 @@ class Backend {
   // keep_alive_s afterwards; 0 unloads it now if idle. Returns its canonical
   // name. Thread-safe.
   virtual Result<std::string> Load(const std::string& model, std::optional<double> keep_alive_s) = 0;
+  // The prompt tokens `request` comes to, rendered and tokenized exactly as
+  // Start would (Anthropic's count_tokens); loads the model if need be, and
+  // queues nothing. A backend that cannot tell (an upstream) says so with
+  // kInvalidArgument. Thread-safe.
+  virtual Result<int> CountPromptTokens(const GenerationRequest& request) {
+    return MakeError(ErrorCode::kInvalidArgument, "'" + request.model + "' cannot count tokens here");
+  }
 };
 
 }  // namespace hone::serve

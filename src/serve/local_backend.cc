@@ -280,6 +280,26 @@ std::optional<int> LocalBackend::CountTokens(const std::string& model, const std
   return static_cast<int>(tokens->size());
 }
 
+Result<int> LocalBackend::CountPromptTokens(const GenerationRequest& r) {
+  auto lease = pool_.Acquire(r.model, r.keep_alive_s);
+  if (!lease) return lease.error();
+  const LoadedModel& m = ***lease;
+  if (r.chat) {
+    if (r.messages.empty()) return MakeError(ErrorCode::kInvalidArgument, "'messages' must not be empty");
+    auto p = RenderChat(*m.model, m.chat.get(), r);  // as Start renders it
+    if (!p) return p.error();
+    return static_cast<int>(p->tokens.size());
+  }
+  int n = 0;
+  engine::Tokenizer tok(*m.model);
+  for (const auto& text : r.prompts) {
+    auto p = tok.Encode(text, /*add_special=*/!r.raw, /*parse_special=*/true);  // as Start reads a prompt
+    if (!p) return p.error();
+    n += static_cast<int>(p->size());
+  }
+  return n;
+}
+
 Result<std::unique_ptr<Completion>> LocalBackend::Start(const GenerationRequest& r) { return Start(r, nullptr); }
 
 Result<std::unique_ptr<Completion>> LocalBackend::Start(const GenerationRequest& r,

@@ -50,6 +50,8 @@ class LocalBackend final : public Backend {
   // Every registry name and alias, with details from the GGUF header.
   std::vector<ModelCard> ListModels() override;
   Result<std::string> Load(const std::string& model, std::optional<double> keep_alive_s) override;
+  // Errors: those of Acquire and of RenderChat, kInvalidArgument (nothing to count).
+  Result<int> CountPromptTokens(const GenerationRequest& request) override;
 
   // What the router weighs before sending a request here (route/router.h).
   struct Forecast {

@@ -114,3 +114,39 @@ test('errors use Anthropic\'s envelope and status codes', async () => {
   const r = await post(server.url + '/v1/messages', { model: 'tiny', max_tokens: 1, messages: [{ role: 'user', content: 'x' }] }, { Authorization: 'Bearer sk-ant-test' });
   assert.equal(r.status, 200);
 });
+
+test('count_tokens: messages.countTokens gives the input_tokens /v1/messages bills for the same request', async () => {
+  // stories260K (trained, no template: a plain transcript) and tiny (Qwen2's template, tools rendered in it).
+  const asks = [
+    { model: 'stories260K', system: 'You tell stories.', messages: [{ role: 'user', content: 'Once upon a time' }] },
+    { model: 'stories260K', system: 'You tell stories.',
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'Once upon a time' }, { type: 'text', text: ' there was a cat' }] }] },
+    { model: 'tiny', system: 'You are terse.', tools: [lookupOrder], tool_choice: { type: 'auto' },
+      messages: [{ role: 'user', content: 'Where is order 42?' }, { role: 'assistant', content: 'Let me' }] },
+  ];
+  const counts = [];
+  for (const ask of asks) {
+    const counted = await client.messages.countTokens(ask);
+    const m = await client.messages.create({ ...ask, max_tokens: 1 });
+    assert.equal(counted.input_tokens, m.usage.input_tokens, JSON.stringify(ask));
+    counts.push(counted.input_tokens);
+  }
+  assert.ok(counts[1] > counts[0], `a longer prompt, more tokens: ${counts}`);
+  // The tools are part of the prompt the template renders.
+  const { tools, tool_choice, ...bare } = asks[2];
+  assert.ok((await client.messages.countTokens(bare)).input_tokens < counts[2]);
+});
+
+test('count_tokens: the same key, field checks and error envelope as /v1/messages', async () => {
+  const ask = { model: 'stories260K', messages: [{ role: 'user', content: 'Hi' }] };
+  const wrong = new Anthropic({ baseURL: server.url, apiKey: 'sk-wrong', maxRetries: 0 });
+  await assert.rejects(wrong.messages.countTokens(ask), (e) => e instanceof Anthropic.AuthenticationError);
+  await assert.rejects(client.messages.countTokens({ ...ask, messages: [{ role: 'user', content: 42 }] }),
+                       (e) => e instanceof Anthropic.BadRequestError && /'messages\[0\]\.content'/.test(e.error.error.message));
+  await assert.rejects(client.messages.countTokens({ ...ask, model: 'nope' }), (e) => e instanceof Anthropic.NotFoundError);
+  // Bearer too; and the answer is exactly Anthropic's shape.
+  const r = await post(server.url + '/v1/messages/count_tokens', ask, { Authorization: 'Bearer sk-ant-test' });
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual(Object.keys(r.json), ['input_tokens']);
+  assert.ok(Number.isInteger(r.json.input_tokens) && r.json.input_tokens > 0);
+});
