@@ -103,6 +103,9 @@ void PromptCache::IndexDisk() {
       continue;
     }
     if (de.path().extension() != ".kv") continue;
+    // Our own names are 16 hex digits; anything else in the folder is not ours to index.
+    const std::string stem = de.path().stem().string();
+    if (stem.size() != 16 || stem.find_first_not_of("0123456789abcdef") != std::string::npos) continue;
     auto h = ReadCacheFileHeader(path);
     if (!h || h->key != opt_.key) {
       (h ? stale : damaged)++;
@@ -110,7 +113,7 @@ void PromptCache::IndexDisk() {
       continue;
     }
     Entry e;
-    e.id = std::stoull(de.path().stem().string(), nullptr, 16);
+    e.id = std::stoull(stem, nullptr, 16);
     e.scope = h->scope;
     e.tokens = std::move(h->tokens);
     e.bytes = h->state_bytes;
@@ -316,8 +319,15 @@ void PromptCache::WriterLoop() {
     }
     cv_.notify_all();
     if (!st) {
-      std::fprintf(stderr, "hone serve: %s: prompt cache entry not kept on disk: %s\n", model_.c_str(),
-                   st.error().message.c_str());
+      // A full disk fails every write: one line a minute says so, with how many.
+      ++write_errors_unlogged_;
+      const auto now = SteadyClock::now();
+      if (now - last_write_error_log_ > std::chrono::minutes(1)) {
+        std::fprintf(stderr, "hone serve: %s: prompt cache entry not kept on disk (%d since the last such line): %s\n",
+                     model_.c_str(), write_errors_unlogged_, st.error().message.c_str());
+        last_write_error_log_ = now;
+        write_errors_unlogged_ = 0;
+      }
       if (metrics_) metrics_->Add(TierMetric(CacheTier::kDisk, "write_errors_total"), model_);
     }
     Delete(doomed);

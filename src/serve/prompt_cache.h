@@ -148,6 +148,9 @@ class PromptCache {
   int writes_in_flight_ = 0;
   bool stopping_ = false;
   double restore_s_per_token_[3] = {0, 2e-6, 2e-5};  // by tier: guesses until measured
+  // The writer thread's own: when it last logged a failed write, and how many failed since.
+  std::chrono::steady_clock::time_point last_write_error_log_{};
+  int write_errors_unlogged_ = 0;
   std::thread writer_;
 };
 

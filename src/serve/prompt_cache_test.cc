@@ -136,6 +136,43 @@ TEST(PromptCacheBook, ADamagedOrTruncatedFileIsAMissNeverACrash) {
   EXPECT_EQ(metrics.Get("hone_prompt_cache_disk_damaged_total", "m"), 1);
 }
 
+TEST(PromptCacheBook, AWriteKilledHalfwayLeavesOnlyATmpFileThatTheNextStartDeletes) {
+  const std::string dir = TempDir("killed");
+  PromptCacheOptions o = Ram(0);
+  o.disk_bytes = 1 << 20;
+  o.dir = dir;
+  {
+    PromptCache c(o, nullptr, "m");
+    c.Put("a", Seq(0, 30), std::vector<uint8_t>(300, 9));
+  }
+  // What a kill during WriteCacheFile leaves: a partial file under the temporary name.
+  const std::string partial = dir + "/00000000000000ff.kv.tmp";
+  hone::testing::WriteFile(partial, "HONEKV");
+  hone::testing::WriteFile(dir + "/notes.kv", "someone else's file");  // not ours: left alone
+  PromptCache c(o, nullptr, "m");
+  EXPECT_TRUE(fs::exists(dir + "/notes.kv"));
+  EXPECT_FALSE(fs::exists(partial));
+  ASSERT_EQ(c.List().size(), 1u);
+  EXPECT_TRUE(c.Load(c.Find("a", Seq(0, 31))));
+}
+
+TEST(PromptCacheBook, AFullDiskFailsTheWriteAndTheEntryStaysInRam) {
+  const std::string dir = TempDir("full");
+  PromptCacheOptions o = Ram(1 << 20);
+  o.disk_bytes = 1 << 20;
+  o.dir = dir;
+  Metrics metrics;
+  PromptCache c(o, &metrics, "m");
+  // The first entry's temporary file is /dev/full: every write to it fails with ENOSPC.
+  fs::create_symlink("/dev/full", dir + "/0000000000000001.kv.tmp");
+  c.Put("a", Seq(0, 30), std::vector<uint8_t>(100000, 1));
+  c.Flush();
+  EXPECT_EQ(metrics.Get("hone_prompt_cache_disk_write_errors_total", "m"), 1);
+  EXPECT_EQ(c.disk_bytes(), 0u);
+  EXPECT_EQ(c.Find("a", Seq(0, 31)).tier, CacheTier::kRam);
+  EXPECT_FALSE(fs::exists(dir + "/0000000000000001.kv"));
+}
+
 TEST(PromptCacheBook, AnUnwritableFolderLeavesTheRamTierWorking) {
   PromptCacheOptions o = Ram(1 << 20);
   o.disk_bytes = 1 << 20;
