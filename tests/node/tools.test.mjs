@@ -12,7 +12,7 @@ import net from 'node:net';
 import path from 'node:path';
 import OpenAI from 'openai';
 import { Ollama } from 'ollama';
-import { modelsDir, startServer, post, sleep } from './helpers.mjs';
+import { modelsDir, startServer, post, sleep, skipOrFail } from './helpers.mjs';
 
 const lookupOrder = {
   type: 'function',
@@ -237,7 +237,7 @@ async function freePort() {
 
 test('the rendering matches llama-server --jinja /apply-template', async (t) => {
   const bin = path.join(process.env.HONE_PEER_BIN_DIR || '', 'llama-server');
-  if (!process.env.HONE_PEER_BIN_DIR || !fs.existsSync(bin)) return t.skip('no llama-server peer (HONE_PEER_BIN_DIR)');
+  if (!process.env.HONE_PEER_BIN_DIR || !fs.existsSync(bin)) return skipOrFail(t, `no llama-server peer: HONE_PEER_BIN_DIR=${process.env.HONE_PEER_BIN_DIR ?? ''} has no llama-server`);
   const port = await freePort();
   const peer = spawn(bin, ['-m', path.join(modelsDir(), 'tiny.gguf'), '--jinja', '--host', '127.0.0.1', '--port', String(port), '-c', '2048', '-t', '2', '-np', '1'], { stdio: 'ignore' });
   try {
