@@ -35,15 +35,10 @@ test('chat completion with usage', async () => {
   assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens);
 });
 
-test('streamed chat with stream_options.include_usage', async () => {
-  const stream = await client.chat.completions.create({
-    model: 'stories260K',
-    messages: [{ role: 'user', content: 'Tell me a story' }],
-    max_tokens: 20,
-    temperature: 0,
-    stream: true,
-    stream_options: { include_usage: true },
-  });
+test('streamed chat with stream_options.include_usage: the greedy text of the non-streamed answer', async () => {
+  const ask = { model: 'stories260K', messages: [{ role: 'user', content: 'Tell me a story' }], max_tokens: 20, temperature: 0 };
+  const whole = await client.chat.completions.create(ask);
+  const stream = await client.chat.completions.create({ ...ask, stream: true, stream_options: { include_usage: true } });
   let text = '';
   let usage = null;
   let finish = null;
@@ -55,8 +50,10 @@ test('streamed chat with stream_options.include_usage', async () => {
     }
   }
   assert.ok(text.length > 0);
+  assert.equal(text, whole.choices[0].message.content);
   assert.equal(finish, 'length');
   assert.equal(usage.completion_tokens, 20);
+  assert.equal(usage.prompt_tokens, whole.usage.prompt_tokens);
 });
 
 test('greedy completions are deterministic; prompt arrays give one choice each', async () => {
