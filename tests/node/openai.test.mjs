@@ -173,13 +173,8 @@ test('cancelling mid-stream stops the sequence', async () => {
     await sleep(100);
   }
   assert.equal(running, 0);
-  // The gauge drops before the driver hears of the end and logs it.
-  let line = null;
-  for (let i = 0; i < 40 && !line; ++i) {
-    line = /"completion_tokens":(\d+),"finish":"cancelled"/.exec(server.log());
-    if (!line) await sleep(50);
-  }
-  assert.ok(line, 'the log line reports the cancel');
+  // The gauge drops before the driver hears of the end and logs it: wait for the line.
+  const line = await server.waitLog(/"completion_tokens":(\d+),"finish":"cancelled"/, { ms: 20000 });
   assert.ok(Number(line[1]) < 400, `stopped early (${line[1]} tokens)`);
 });
 
@@ -191,16 +186,13 @@ test('a client that disconnects before a non-streamed answer stops its sequence'
     body: JSON.stringify({ model: 'tiny', prompt: 'Once upon a time', max_tokens: 480 }),  // the context is 512
     signal: ctl.signal,
   });
-  await sleep(400);
+  // Abort once the request generates (it is running, not queued or still parsing).
+  for (let i = 0; i < 200 && (await metric(server.url, 'hone_num_requests_running', 'tiny')) !== 1; ++i) await sleep(25);
   ctl.abort();
   await assert.rejects(pending);
   // The server notices through the kernel (no write happens before the answer).
-  let line = null;
-  for (let i = 0; i < 30 && !line; ++i) {
-    line = /"completion_tokens":(\d+),"finish":"cancelled"[^\n]*"path":"\/v1\/completions"[^\n]*"status":499/.exec(server.log());
-    if (!line) await sleep(100);
-  }
-  assert.ok(line, 'the log line reports the cancel with status 499:\n' + server.log().slice(-2000));
+  const line = await server.waitLog(/"completion_tokens":(\d+),"finish":"cancelled"[^\n]*"path":"\/v1\/completions"[^\n]*"status":499/,
+                                    { ms: 20000 });
   assert.ok(Number(line[1]) < 480, `stopped early (${line[1]} tokens)`);
 });
 
