@@ -5,7 +5,7 @@
 # probe path and metric name the manifests use (live.test.mjs). Needs
 # deploy/validate/node_modules (scripts/install-node-deps.sh) and kubectl; the
 # test fails with what to install when kubectl is missing.
-find_program(HONE_NODE node)
+# HONE_NODE: found in tests/CMakeLists.txt.
 if(HONE_NODE)
   add_test(NAME deploy_manifests
            COMMAND ${HONE_NODE} --test --test-concurrency=1 validate.test.mjs live.test.mjs
@@ -14,5 +14,5 @@ if(HONE_NODE)
     ENVIRONMENT "HONE_BINARY=$<TARGET_FILE:hone>;HONE_SHARED=${HONE_SHARED_DIR};HONE_TEST_TMP=${HONE_TEST_TMP}"
     TIMEOUT 600)
 else()
-  message(WARNING "deploy: node not found; the manifest tests are not registered")
+  hone_node_missing("deploy: the manifest tests (deploy_manifests)")
 endif()

@@ -11,8 +11,7 @@ hone_test(serve_tests
   ${SRC}/serve/prompt_cache_test.cc
   LIBS hone_serve nlohmann_json::nlohmann_json)
 
-find_program(HONE_NODE node)
-# Needs tests/node/node_modules: test.sh runs scripts/install-node-deps.sh first.
+# HONE_NODE: found in tests/CMakeLists.txt. Needs tests/node/node_modules: test.sh runs scripts/install-node-deps.sh first.
 if(HONE_NODE)
   add_test(NAME serve_node_clients
            COMMAND ${HONE_NODE} --test --test-concurrency=1
@@ -29,7 +28,7 @@ if(HONE_NODE)
     FIXTURES_REQUIRED pg
     TIMEOUT 600)
 else()
-  message(WARNING "serve: node not found; the client tests are not registered")
+  hone_node_missing("serve: the client tests (serve_node_clients, route_spend_node)")
 endif()
 if(TARGET hone_tune)
   target_link_libraries(serve_tests PRIVATE hone_tune)

@@ -73,8 +73,10 @@ test('a forced tool_use, non-streamed and streamed, then a tool_result turn', as
   for (const tool_choice of [{ type: 'any' }, { type: 'tool', name: 'lookup_order' }]) {
     const m = await client.messages.create({ model: 'tiny', max_tokens: 400, tools: [lookupOrder], tool_choice, messages: [{ role: 'user', content: 'Where is order 42?' }] });
     assert.equal(m.stop_reason, 'tool_use');
-    const use = m.content.find((b) => b.type === 'tool_use');
-    assert.ok(use, JSON.stringify(m.content));
+    // Exactly one tool_use block (parallel calls are off unless asked for).
+    const uses = m.content.filter((b) => b.type === 'tool_use');
+    assert.equal(uses.length, 1, JSON.stringify(m.content));
+    const use = uses[0];
     assert.equal(use.name, 'lookup_order');
     assert.equal(typeof use.input, 'object');
     assert.ok(Number.isInteger(use.input.order_id));
@@ -85,7 +87,9 @@ test('a forced tool_use, non-streamed and streamed, then a tool_result turn', as
     if (ev.type === 'content_block_delta' && ev.delta.type === 'input_json_delta') partial += ev.delta.partial_json;
   }
   const final = await stream.finalMessage();
-  const use = final.content.find((b) => b.type === 'tool_use');
+  const streamedUses = final.content.filter((b) => b.type === 'tool_use');
+  assert.equal(streamedUses.length, 1, JSON.stringify(final.content));
+  const use = streamedUses[0];
   assert.deepEqual(use.input, JSON.parse(partial), 'the SDK parsed the streamed input_json_delta pieces');
   assert.ok(Number.isInteger(use.input.order_id));
   assert.equal(final.stop_reason, 'tool_use');

@@ -54,10 +54,34 @@ export async function startServer(args = [], env = {}) {
     proc.on('exit', (code) => reject(new Error(`hone serve exited with ${code}:\n${log}`)));
   });
   const exited = new Promise((r) => proc.on('exit', (code, sig) => r(code ?? sig)));
+  // Waiters for a log line, checked on each piece of stderr (after `log` grew).
+  const waiters = new Set();
+  proc.stderr.on('data', () => {
+    for (const w of [...waiters]) w();
+  });
   return {
     url,
     pid: proc.pid,
     log: () => log,
+    // Resolves with the match once the log, from offset `from` on, matches `re`:
+    // wait on the server's own word for an event instead of sleeping.
+    waitLog(re, { from = 0, ms = 30000 } = {}) {
+      return new Promise((resolve, reject) => {
+        const check = () => {
+          const m = re.exec(log.slice(from));
+          if (!m) return;
+          waiters.delete(check);
+          clearTimeout(timer);
+          resolve(m);
+        };
+        const timer = setTimeout(() => {
+          waiters.delete(check);
+          reject(new Error(`no log line matching ${re} within ${ms} ms:\n${log.slice(-2000)}`));
+        }, ms);
+        waiters.add(check);
+        check();
+      });
+    },
     signal: (sig) => proc.kill(sig),
     exited,  // resolves to the exit code (or the signal's name)
     async stop() {
@@ -91,3 +115,12 @@ export async function metric(url, name, model) {
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// CI runs `.ci/run` with CI=true (GitHub's convention). There a test whose
+// prerequisite is missing fails with the reason; elsewhere it is skipped with
+// the same message, so a developer without the tool still runs the rest.
+export const IN_CI = !['', '0', 'false'].includes((process.env.CI ?? '').toLowerCase());
+export function skipOrFail(t, reason) {
+  if (IN_CI) throw new Error(`${reason} (CI=${process.env.CI}: a missing prerequisite fails in CI instead of skipping)`);
+  return t.skip(reason);
+}

@@ -274,28 +274,46 @@ test('web pages cannot reach a loopback server: Host and Origin checks, no text/
 test('SIGTERM drains: /health 503 at once, new requests 503, short streams finish, long ones end with an error event, exit 0', async () => {
   const server = await startServer(['--models', modelsDir(), '--drain-timeout', '2']);
   const client = new OpenAI({ baseURL: server.url + '/v1', apiKey: 'unused', maxRetries: 0 });
-  const read = async (stream) => {
-    const out = { text: '', finish: null, error: null };
-    try {
-      for await (const c of stream) {
-        out.text += c.choices[0]?.delta?.content ?? '';
-        out.finish = c.choices[0]?.finish_reason ?? out.finish;
+  // Reads a stream to its end; `started` resolves with its first piece of text.
+  const read = (stream) => {
+    let started;
+    const first = new Promise((r) => (started = r));
+    const done = (async () => {
+      const out = { text: '', finish: null, error: null };
+      try {
+        for await (const c of stream) {
+          out.text += c.choices[0]?.delta?.content ?? '';
+          out.finish = c.choices[0]?.finish_reason ?? out.finish;
+          if (out.text) started();
+        }
+      } catch (e) {
+        out.error = e;
       }
-    } catch (e) {
-      out.error = e;
-    }
-    return out;
+      started();
+      return out;
+    })();
+    return [done, first];
   };
   // A schema whose string must be long: the model cannot end early.
   const endless = { type: 'json_schema', json_schema: { name: 'n', schema: { type: 'object', properties: { s: { type: 'string', minLength: 1500 } }, required: ['s'] } } };
   const long = await client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3500, response_format: endless, stream: true });
   const short = await client.chat.completions.create({ model: 'stories260K', messages: [{ role: 'user', content: 'Once' }], max_tokens: 40, stream: true });
-  const longDone = read(long), shortDone = read(short);
-  await sleep(300);
+  const [longDone, longStarted] = read(long), [shortDone, shortStarted] = read(short);
+  // Both generate before the signal (they are in flight, not queued).
+  await Promise.all([longStarted, shortStarted]);
   const t0 = Date.now();
+  const logAt = server.log().length;
   server.signal('SIGTERM');
-  await sleep(100);
-  const health = await fetch(server.url + '/health');
+  await server.waitLog(/hone serve: draining/, { from: logAt, ms: 10000 });
+  // The drain begins just after its log line: /health turns 503 within a few polls,
+  // while the long stream still holds the server up.
+  let health;
+  for (let i = 0; i < 50; ++i) {
+    health = await fetch(server.url + '/health');
+    if (health.status === 503) break;
+    await health.arrayBuffer();
+    await sleep(20);
+  }
   assert.equal(health.status, 503);
   assert.deepEqual(await health.json(), { status: 'draining' });
   const refused = await post(server.url + '/v1/chat/completions', { model: 'stories260K', messages: [{ role: 'user', content: 'x' }] });
@@ -309,8 +327,12 @@ test('SIGTERM drains: /health 503 at once, new requests 503, short streams finis
   assert.match(String(l.error.message), /shutting down/);
   assert.ok(l.text.length > 0);
   assert.equal(await server.exited, 0);
+  // The bound is the feature: the long stream ran until --drain-timeout 2 cut it
+  // (at least 2 s after the signal), and was cut then, long before its 3,500
+  // tokens were written (the upper bound leaves a loaded 2-core machine 10 s).
   const took = Date.now() - t0;
-  assert.ok(took >= 1900 && took < 6000, `drained in ${took} ms with --drain-timeout 2`);
+  assert.ok(took >= 1900 && took < 12000, `drained in ${took} ms with --drain-timeout 2`);
+  assert.match(server.log(), /hone serve: \d+ request\(s\) cut short at the drain deadline/);
 });
 
 test('a second signal stops at once', async () => {
@@ -321,16 +343,21 @@ test('a second signal stops at once', async () => {
   // to drain exits 0 before the second signal.
   const stream = await client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4000,
                                                        temperature: 0, stream: true });
-  let ended = false;
-  const reading = (async () => { try { for await (const _ of stream); } catch {} ended = true; })();
-  await sleep(300);
+  let ended = false, started;
+  const first = new Promise((r) => (started = r));
+  const reading = (async () => { try { for await (const _ of stream) started(); } catch {} ended = true; started(); })();
+  await first;
   assert.equal(ended, false, 'the stream must still run when the signals come');
   const t0 = Date.now();
+  const logAt = server.log().length;
   server.signal('SIGTERM');
-  await sleep(200);
+  // The second signal once the first has begun the drain (not two at once).
+  await server.waitLog(/hone serve: draining/, { from: logAt, ms: 10000 });
   server.signal('SIGTERM');
   assert.equal(await server.exited, 1);
-  assert.ok(Date.now() - t0 < 2000);
+  // At once, not after --drain-timeout 60 (a loaded machine gets 20 s).
+  assert.ok(Date.now() - t0 < 20000, `exited ${Date.now() - t0} ms after the signals`);
+  assert.doesNotMatch(server.log(), /cut short at the drain deadline/);
   await reading;
 });
 

@@ -42,10 +42,21 @@ test('chat, streamed and not', async () => {
   assert.equal(r.message.role, 'assistant');
   assert.equal(r.done, true);
   assert.ok(r.eval_count <= 6);
-  const stream = await ollama.chat({ model: 'stories260K', messages: [{ role: 'user', content: 'hi' }], stream: true, options: { num_predict: 8 } });
-  let parts = 0;
-  for await (const p of stream) if (!p.done) parts++;
+  // Under greedy decoding, the streamed pieces add up to the non-streamed answer.
+  const ask = { model: 'stories260K', messages: [{ role: 'user', content: 'hi' }], options: { num_predict: 8, temperature: 0 } };
+  const whole = await ollama.chat({ ...ask, stream: false });
+  const stream = await ollama.chat({ ...ask, stream: true });
+  let parts = 0, text = '', last = null;
+  for await (const p of stream) {
+    if (!p.done) parts++;
+    text += p.message.content;
+    last = p;
+  }
   assert.ok(parts > 0);
+  assert.ok(text.length > 0);
+  assert.equal(text, whole.message.content);
+  assert.equal(last.done_reason, whole.done_reason);
+  assert.equal(last.eval_count, whole.eval_count);
 });
 
 test('format: a JSON schema', async () => {

@@ -35,15 +35,10 @@ test('chat completion with usage', async () => {
   assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens);
 });
 
-test('streamed chat with stream_options.include_usage', async () => {
-  const stream = await client.chat.completions.create({
-    model: 'stories260K',
-    messages: [{ role: 'user', content: 'Tell me a story' }],
-    max_tokens: 20,
-    temperature: 0,
-    stream: true,
-    stream_options: { include_usage: true },
-  });
+test('streamed chat with stream_options.include_usage: the greedy text of the non-streamed answer', async () => {
+  const ask = { model: 'stories260K', messages: [{ role: 'user', content: 'Tell me a story' }], max_tokens: 20, temperature: 0 };
+  const whole = await client.chat.completions.create(ask);
+  const stream = await client.chat.completions.create({ ...ask, stream: true, stream_options: { include_usage: true } });
   let text = '';
   let usage = null;
   let finish = null;
@@ -55,8 +50,10 @@ test('streamed chat with stream_options.include_usage', async () => {
     }
   }
   assert.ok(text.length > 0);
+  assert.equal(text, whole.choices[0].message.content);
   assert.equal(finish, 'length');
   assert.equal(usage.completion_tokens, 20);
+  assert.equal(usage.prompt_tokens, whole.usage.prompt_tokens);
 });
 
 test('greedy completions are deterministic; prompt arrays give one choice each', async () => {
@@ -176,13 +173,8 @@ test('cancelling mid-stream stops the sequence', async () => {
     await sleep(100);
   }
   assert.equal(running, 0);
-  // The gauge drops before the driver hears of the end and logs it.
-  let line = null;
-  for (let i = 0; i < 40 && !line; ++i) {
-    line = /"completion_tokens":(\d+),"finish":"cancelled"/.exec(server.log());
-    if (!line) await sleep(50);
-  }
-  assert.ok(line, 'the log line reports the cancel');
+  // The gauge drops before the driver hears of the end and logs it: wait for the line.
+  const line = await server.waitLog(/"completion_tokens":(\d+),"finish":"cancelled"/, { ms: 20000 });
   assert.ok(Number(line[1]) < 400, `stopped early (${line[1]} tokens)`);
 });
 
@@ -194,16 +186,13 @@ test('a client that disconnects before a non-streamed answer stops its sequence'
     body: JSON.stringify({ model: 'tiny', prompt: 'Once upon a time', max_tokens: 480 }),  // the context is 512
     signal: ctl.signal,
   });
-  await sleep(400);
+  // Abort once the request generates (it is running, not queued or still parsing).
+  for (let i = 0; i < 200 && (await metric(server.url, 'hone_num_requests_running', 'tiny')) !== 1; ++i) await sleep(25);
   ctl.abort();
   await assert.rejects(pending);
   // The server notices through the kernel (no write happens before the answer).
-  let line = null;
-  for (let i = 0; i < 30 && !line; ++i) {
-    line = /"completion_tokens":(\d+),"finish":"cancelled"[^\n]*"path":"\/v1\/completions"[^\n]*"status":499/.exec(server.log());
-    if (!line) await sleep(100);
-  }
-  assert.ok(line, 'the log line reports the cancel with status 499:\n' + server.log().slice(-2000));
+  const line = await server.waitLog(/"completion_tokens":(\d+),"finish":"cancelled"[^\n]*"path":"\/v1\/completions"[^\n]*"status":499/,
+                                    { ms: 20000 });
   assert.ok(Number(line[1]) < 480, `stopped early (${line[1]} tokens)`);
 });
 

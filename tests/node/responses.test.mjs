@@ -68,19 +68,22 @@ test('a streamed response: Responses events in order, text equal to the final ou
 
 test('function tools: a forced call, streamed and not, and its result as the next input', async () => {
   const r = await client.responses.create({ model: 'tiny', input: 'Where is order 42?', tools: [lookupOrder], tool_choice: 'required', max_output_tokens: 400 });
-  const call = r.output.find((o) => o.type === 'function_call');
-  assert.ok(call, JSON.stringify(r.output));
+  const calls = r.output.filter((o) => o.type === 'function_call');
+  assert.equal(calls.length, 1, JSON.stringify(r.output));
+  const call = calls[0];
   assert.equal(call.name, 'lookup_order');
   assert.match(call.call_id, /^call_/);
   assert.ok(Number.isInteger(JSON.parse(call.arguments).order_id));
   assert.equal(r.status, 'completed');
 
   const stream = await client.responses.create({ model: 'tiny', input: 'Where is order 42?', tools: [lookupOrder], tool_choice: { type: 'function', name: 'lookup_order' }, max_output_tokens: 400, stream: true });
-  let args = '', done = null;
+  let args = '', done = null, added = 0;
   for await (const ev of stream) {
+    if (ev.type === 'response.output_item.added' && ev.item.type === 'function_call') ++added;
     if (ev.type === 'response.function_call_arguments.delta') args += ev.delta;
     if (ev.type === 'response.function_call_arguments.done') done = ev.arguments;
   }
+  assert.equal(added, 1, 'a named tool_choice: exactly one call');
   assert.equal(args, done);
   assert.ok(Number.isInteger(JSON.parse(args).order_id));
 

@@ -12,7 +12,7 @@ import net from 'node:net';
 import path from 'node:path';
 import OpenAI from 'openai';
 import { Ollama } from 'ollama';
-import { modelsDir, startServer, post, sleep } from './helpers.mjs';
+import { modelsDir, startServer, post, sleep, skipOrFail } from './helpers.mjs';
 
 const lookupOrder = {
   type: 'function',
@@ -99,6 +99,10 @@ test('a named tool_choice calls that function and no other', async () => {
     max_tokens: 400,
     seed: 5,
   });
+  // Exactly one call (parallel_tool_calls is off), of the named function, and no text.
+  assert.equal(r.choices[0].finish_reason, 'tool_calls');
+  assert.equal(r.choices[0].message.content, null);
+  assert.equal(r.choices[0].message.tool_calls.length, 1, JSON.stringify(r.choices[0].message.tool_calls));
   const call = r.choices[0].message.tool_calls[0];
   assert.equal(call.function.name, 'refund');
   checkArgs(call.function.arguments, ['order_id', 'amount'], { order_id: 'integer', amount: 'number', reason: 'string' });
@@ -114,7 +118,7 @@ test('streamed calls arrive as OpenAI deltas and reassemble into valid arguments
     seed: 9,
     stream: true,
   });
-  let id = '', name = '', args = '', finish = null, pieces = 0;
+  let id = '', name = '', args = '', finish = null, pieces = 0, ids = 0;
   for await (const chunk of stream) {
     const c = chunk.choices[0];
     if (!c) continue;
@@ -123,6 +127,7 @@ test('streamed calls arrive as OpenAI deltas and reassemble into valid arguments
       if (t.id) {
         assert.equal(id, '', 'the id comes once, with the first piece');
         id = t.id;
+        ++ids;
         assert.equal(t.type, 'function');
       }
       if (t.function?.name) name += t.function.name;
@@ -132,6 +137,7 @@ test('streamed calls arrive as OpenAI deltas and reassemble into valid arguments
     if (c.finish_reason) finish = c.finish_reason;
   }
   assert.match(id, /^call_/);
+  assert.equal(ids, 1, 'exactly one call');
   assert.equal(name, 'lookup_order');
   assert.ok(pieces > 1, 'the arguments stream in pieces');
   assert.equal(finish, 'tool_calls');
@@ -237,7 +243,7 @@ async function freePort() {
 
 test('the rendering matches llama-server --jinja /apply-template', async (t) => {
   const bin = path.join(process.env.HONE_PEER_BIN_DIR || '', 'llama-server');
-  if (!process.env.HONE_PEER_BIN_DIR || !fs.existsSync(bin)) return t.skip('no llama-server peer (HONE_PEER_BIN_DIR)');
+  if (!process.env.HONE_PEER_BIN_DIR || !fs.existsSync(bin)) return skipOrFail(t, `no llama-server peer: HONE_PEER_BIN_DIR=${process.env.HONE_PEER_BIN_DIR ?? ''} has no llama-server`);
   const port = await freePort();
   const peer = spawn(bin, ['-m', path.join(modelsDir(), 'tiny.gguf'), '--jinja', '--host', '127.0.0.1', '--port', String(port), '-c', '2048', '-t', '2', '-np', '1'], { stdio: 'ignore' });
   try {
