@@ -95,9 +95,7 @@ test('with --cors-origin, the answers themselves carry the origin: a completion,
   assert.notEqual(other.headers['access-control-allow-origin'], '*');
 });
 
-test('with --cors-origin, the official JavaScript SDKs can pass the preflight from a browser page', {
-  todo: 'bug: Access-Control-Allow-Headers is a fixed list (Authorization, Content-Type, x-api-key, anthropic-version); the openai and @anthropic-ai/sdk clients send x-stainless-* headers (and the Anthropic one anthropic-dangerous-direct-browser-access), so the browser refuses their preflight',
-}, async () => {
+test('with --cors-origin, the official JavaScript SDKs can pass the preflight from a browser page', async () => {
   // What openai 6.x and @anthropic-ai/sdk send beyond the browser's own headers
   // (captured from the clients; the browser adds Accept-Language and Sec-Fetch-* itself).
   const stainless = 'x-stainless-arch, x-stainless-lang, x-stainless-os, x-stainless-package-version, x-stainless-retry-count, x-stainless-runtime, x-stainless-runtime-version';

@@ -55,6 +55,7 @@ test('Node fetch reads the 413 and its message after sending 8 MiB', async () =>
   const r = await post(server.url + '/v1/chat/completions', big, { Authorization: 'Bearer sk-linger' });
   assert.equal(r.status, 413, r.text);
   assert.match(r.json.error.message, /--max-body \(64K\)/);
+  assert.equal(r.headers.get('content-type'), 'application/json', 'one Content-Type header, not two');
   // The server serves on: the refused connections gave their workers back.
   const ok = await post(server.url + '/v1/completions', { model: 'stories260K', prompt: 'Once', max_tokens: 1 },
                         { Authorization: 'Bearer sk-linger' });
