@@ -132,14 +132,7 @@ def stream_chat(port, model, question, max_tokens, seed):
     if r.status != 200:
         raise RuntimeError(f"HTTP {r.status}: {r.read()[:200]}")
     ttft, last, gaps, chunks, usage, error, finish = None, None, [], 0, None, None, None
-    while True:
-        line = r.readline()
-        if not line:
-            break
-        line = line.strip()
-        if not line.startswith(b"data: ") or line == b"data: [DONE]":
-            continue
-        d = json.loads(line[6:])
+    for d in sse_events(r):
         if d.get("error"):  # an error event mid-stream: the request failed
             error = d["error"]
         if d.get("usage"):
@@ -158,6 +151,20 @@ def stream_chat(port, model, question, max_tokens, seed):
             chunks += 1
     tokens = usage["completion_tokens"] if usage else chunks
     return ttft or (time.perf_counter() - t0), gaps, tokens, error, finish
+
+
+def sse_events(r, stop=lambda: False):
+    """The JSON objects of an OpenAI server-sent event stream, until [DONE],
+    the end of the stream, or stop() (asked before each line)."""
+    while not stop():
+        line = r.readline()
+        if not line:
+            return
+        line = line.strip()
+        if line == b"data: [DONE]":
+            return
+        if line.startswith(b"data: "):
+            yield json.loads(line[6:])
 
 
 def run_level(port, model, clients, per_client, max_tokens, rep):
