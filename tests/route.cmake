@@ -5,6 +5,7 @@ hone_test(route_tests
   ${SRC}/route/http_client_test.cc
   ${SRC}/route/config_test.cc
   ${SRC}/route/replica_picker_test.cc
+  ${SRC}/route/key_queue_test.cc
   LIBS hone_route ${HONE_HTTPLIB_LIB} Threads::Threads)
 target_include_directories(route_tests SYSTEM PRIVATE ${HONE_HTTPLIB_INCLUDE})
 

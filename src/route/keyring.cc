@@ -39,7 +39,7 @@ KeyRing::KeyRing(std::vector<std::string> keys, ClockFn clock) : clock_(std::mov
 }
 
 namespace {
-double Now(const KeyRing::ClockFn& clock) {
+double ClockNow(const KeyRing::ClockFn& clock) {
   if (clock) return clock();
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -48,7 +48,7 @@ double Now(const KeyRing::ClockFn& clock) {
 std::optional<KeyRing::Pick> KeyRing::Next() {
   std::lock_guard<std::mutex> lock(mu_);
   if (keys_.empty()) return Pick{0, "", "", generation_};
-  const double now = Now(clock_);
+  const double now = ClockNow(clock_);
   for (size_t tried = 0; tried < keys_.size(); ++tried) {
     size_t i = (next_ + tried) % keys_.size();
     Key& k = keys_[i];
@@ -64,7 +64,7 @@ void KeyRing::RateLimited(const Pick& p, double retry_after_s) {
   std::lock_guard<std::mutex> lock(mu_);
   const size_t index = p.index;
   if (p.generation != generation_ || index >= keys_.size()) return;
-  keys_[index].cool_until = Now(clock_) + (retry_after_s > 0 ? retry_after_s : 1.0);
+  keys_[index].cool_until = ClockNow(clock_) + (retry_after_s > 0 ? retry_after_s : 1.0);
 }
 
 void KeyRing::Rejected(const Pick& p, int http_status) {
@@ -110,7 +110,7 @@ bool KeyRing::AllRevoked() {
 
 double KeyRing::SoonestAvailable() {
   std::lock_guard<std::mutex> lock(mu_);
-  const double now = Now(clock_);
+  const double now = ClockNow(clock_);
   double best = -1;
   for (const Key& k : keys_) {
     if (k.revoked) continue;
@@ -120,9 +120,27 @@ double KeyRing::SoonestAvailable() {
   return best < 0 ? 0 : best;
 }
 
+int KeyRing::States(std::vector<KeyState>* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  out->clear();
+  for (const Key& k : keys_) out->push_back(KeyState{k.revoked, k.cool_until});
+  return generation_;
+}
+
+std::optional<KeyRing::Pick> KeyRing::Take(size_t index, int generation) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (generation != generation_ || index >= keys_.size()) return std::nullopt;
+  Key& k = keys_[index];
+  if (k.revoked || k.cool_until > ClockNow(clock_)) return std::nullopt;
+  ++k.uses;
+  return Pick{index, k.text, k.fingerprint, generation_};
+}
+
+double KeyRing::Now() const { return ClockNow(clock_); }
+
 std::vector<KeyView> KeyRing::Snapshot() {
   std::lock_guard<std::mutex> lock(mu_);
-  const double now = Now(clock_);
+  const double now = ClockNow(clock_);
   std::vector<KeyView> out;
   for (const Key& k : keys_) {
     KeyView v;

@@ -4,6 +4,7 @@
 // and /hone/routes only by its fingerprint, never by its text.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -38,6 +39,7 @@ class KeyRing {
     std::string key;
     std::string fingerprint;
     int generation = 0;  // which key list it came from (Replace starts a new one)
+    uint64_t release = 0;  // the key queue's number for this release (key_queue.h)
   };
   // The next key in rotation that is neither cooling nor revoked. With no
   // keys configured at all, a pick with an empty key (an upstream without
@@ -55,6 +57,18 @@ class KeyRing {
   // Seconds until the first cooling key is usable again (0 if one is usable now).
   double SoonestAvailable();
   std::vector<KeyView> Snapshot();
+
+  // For the wait queue (key_queue.h), which picks the key itself.
+  struct KeyState {
+    bool revoked = false;
+    double cool_until = 0;  // on Now()'s clock
+  };
+  // Every key's state; returns the list's generation.
+  int States(std::vector<KeyState>* out);
+  // Key `index` of list `generation`, if it is usable now (counted as a use).
+  std::optional<Pick> Take(size_t index, int generation);
+  // The clock cooldowns are kept on, in seconds.
+  double Now() const;
 
  private:
   struct Key {

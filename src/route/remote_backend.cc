@@ -316,7 +316,11 @@ std::string OpenAiBody(const serve::GenerationRequest& r, const std::string& mod
 }
 
 RemoteBackend::RemoteBackend(UpstreamConfig config, HttpClient& http)
-    : config_(std::move(config)), http_(http), breaker_(config_.breaker), keys_(config_.keys) {}
+    : config_(std::move(config)),
+      http_(http),
+      breaker_(config_.breaker),
+      keys_(config_.keys),
+      queue_(keys_, KeyQueueOptions{.open_window = std::max(1, config_.max_concurrent)}) {}
 
 std::string RemoteBackend::UpstreamModel(const std::string& model) const {
   auto it = config_.models.find(model);
@@ -343,10 +347,33 @@ HttpSpec RemoteBackend::Spec(const std::string& path, const std::string& body, c
 
 Result<std::unique_ptr<serve::Completion>> RemoteBackend::StartAttempt(const serve::GenerationRequest& r,
                                                                        AttemptInfo* info,
-                                                                       Clock::time_point route_deadline) {
+                                                                       Clock::time_point route_deadline,
+                                                                       KeyQueue::Ticket* ticket) {
   const std::string where = "upstream '" + config_.name + "'";
   if (!r.chat && r.prompts.size() > 1)
     return MakeError(ErrorCode::kInvalidArgument, where + " takes one prompt per request");
+  // The key first: a request waiting in the queue holds no in-flight slot.
+  KeyQueue::Ticket own;
+  auto key = queue_.Acquire(ticket ? ticket : &own, route_deadline, r.cancelled);
+  if (!key) {
+    Error e = key.error();
+    e.message = where + ": " + e.message;
+    info->no_key = true;
+    info->outcome = e.code == ErrorCode::kUnavailable   ? Outcome::kAuth
+                    : e.code == ErrorCode::kRateLimited ? Outcome::kRateLimited
+                                                        : Outcome::kOk;  // the client left
+    return e;
+  }
+  // Every pick is reported to the queue once, as soon as its status is known.
+  struct Report {
+    KeyQueue* queue;
+    const KeyRing::Pick* pick;
+    void operator()(KeyQueue::Verdict v) {
+      if (queue) queue->Report(*pick, v);
+      queue = nullptr;
+    }
+    ~Report() { (*this)(KeyQueue::Verdict::kNotSent); }
+  } report{&queue_, &*key};
   if (in_flight_.fetch_add(1) >= config_.max_concurrent) {
     in_flight_.fetch_sub(1);
     Error e = MakeError(ErrorCode::kBusy,
@@ -360,15 +387,6 @@ Result<std::unique_ptr<serve::Completion>> RemoteBackend::StartAttempt(const ser
       if (n) n->fetch_sub(1);
     }
   } release{&in_flight_};
-  auto key = keys_.Next();
-  if (!key) {
-    Error e = keys_.AllRevoked()
-                  ? MakeError(ErrorCode::kUnavailable, where + ": every API key was rejected")
-                  : MakeError(ErrorCode::kRateLimited, where + ": every API key is cooling down");
-    e.retry_after_s = static_cast<int>(std::ceil(std::max(1.0, keys_.SoonestAvailable())));
-    info->outcome = keys_.AllRevoked() ? Outcome::kAuth : Outcome::kRateLimited;
-    return e;
-  }
   info->key_fingerprint = key->fingerprint;
   const auto start = Clock::now();
   if (start >= route_deadline) {
@@ -414,19 +432,26 @@ Result<std::unique_ptr<serve::Completion>> RemoteBackend::StartAttempt(const ser
   }
   info->outcome = ClassifyStatus(status);
   if (info->outcome != Outcome::kOk) {
+    const int retry_after = RetryAfter(*call);
+    // The key's state changes before the body is read (up to 2 s), so the
+    // queue releases no other request onto a key that just said 429 or 401.
+    if (info->outcome == Outcome::kRateLimited) {
+      keys_.RateLimited(*key, retry_after);  // the ring first: the queue reads its cooldown
+      report(KeyQueue::Verdict::kRateLimited);
+    } else if (info->outcome == Outcome::kAuth) {
+      keys_.Rejected(*key, status);
+    }
+    report(KeyQueue::Verdict::kOther);  // (a no-op after a 429's report)
     const std::string body = call->ReadAll(Clock::now() + std::chrono::seconds(2), 64 << 10);
     const std::string said =
         where + " answered HTTP " + std::to_string(status) + ": " + UpstreamMessage(body, keys_);
-    const int retry_after = RetryAfter(*call);
     Error e{ErrorCode::kUpstream, said};
     switch (info->outcome) {
       case Outcome::kRateLimited:
-        keys_.RateLimited(*key, retry_after);
         e.code = ErrorCode::kRateLimited;
         e.retry_after_s = retry_after > 0 ? retry_after : 1;
         break;
       case Outcome::kAuth:
-        keys_.Rejected(*key, status);
         e.code = ErrorCode::kUnavailable;
         break;
       case Outcome::kClient:
@@ -440,6 +465,7 @@ Result<std::unique_ptr<serve::Completion>> RemoteBackend::StartAttempt(const ser
     }
     return e;
   }
+  report(KeyQueue::Verdict::kAccepted);
   release.n = nullptr;  // the completion gives the slot back when it ends
   return std::unique_ptr<serve::Completion>(
       new RemoteCompletion(std::move(call), r.model, in_flight_count_, &breaker_, &keys_, start));

@@ -12,6 +12,7 @@
 #include "route/breaker.h"
 #include "route/config.h"
 #include "route/http_client.h"
+#include "route/key_queue.h"
 #include "route/keyring.h"
 #include "route/retry.h"
 #include "serve/backend.h"
@@ -23,22 +24,28 @@ struct AttemptInfo {
   Outcome outcome = Outcome::kOk;
   int http_status = 0;
   std::string key_fingerprint;
+  // No key was sent: the request waited in the key queue until the deadline
+  // (kRateLimited, with the queue's Retry-After) or every key is revoked.
+  bool no_key = false;
 };
 
 class RemoteBackend final : public serve::Backend {
  public:
   RemoteBackend(UpstreamConfig config, HttpClient& http);
 
-  // Sends the request and waits for the upstream's status (at most the
-  // first-byte timeout). Errors: kBusy (at max_concurrent, or every key
-  // cooling), kUnavailable (every key revoked), kRateLimited, kUpstream (5xx,
-  // connect, broken), kTimeout, kInvalidArgument (the upstream said 4xx: the
-  // request is wrong, do not retry). `info` says what happened.
-  // `deadline` (the route's) also bounds the wait for the status; a request
-  // whose `cancelled` turns true stops waiting with kAborted.
+  // Waits in the upstream's key queue for a usable key (key_queue.h), in
+  // `ticket`'s place (kept across a request's attempts; null: a place of
+  // its own), then sends the request and waits for the upstream's status
+  // (at most the first-byte timeout). Errors: kBusy (at max_concurrent),
+  // kUnavailable (every key revoked), kRateLimited (a 429, or no key before
+  // the deadline), kUpstream (5xx, connect, broken), kTimeout,
+  // kInvalidArgument (the upstream said 4xx: the request is wrong, do not
+  // retry). `info` says what happened. `deadline` (the route's) bounds the
+  // wait for a key and for the status; a request whose `cancelled` turns
+  // true stops waiting with kAborted.
   Result<std::unique_ptr<serve::Completion>> StartAttempt(
       const serve::GenerationRequest& r, AttemptInfo* info,
-      serve::Clock::time_point deadline = serve::Clock::time_point::max());
+      serve::Clock::time_point deadline = serve::Clock::time_point::max(), KeyQueue::Ticket* ticket = nullptr);
   Result<std::unique_ptr<serve::Completion>> Start(const serve::GenerationRequest& r) override {
     AttemptInfo info;
     return StartAttempt(r, &info);
@@ -59,6 +66,7 @@ class RemoteBackend final : public serve::Backend {
   void ReloadKeys(std::vector<std::string> keys) { keys_.Replace(std::move(keys)); }
   Breaker& breaker() { return breaker_; }
   KeyRing& keys() { return keys_; }
+  KeyQueue& key_queue() { return queue_; }
   int in_flight() const { return in_flight_.load(); }
   std::string UpstreamModel(const std::string& model) const;
 
@@ -70,6 +78,7 @@ class RemoteBackend final : public serve::Backend {
   HttpClient& http_;
   Breaker breaker_;
   KeyRing keys_;
+  KeyQueue queue_;  // over keys_
   std::shared_ptr<std::atomic<int>> in_flight_count_ = std::make_shared<std::atomic<int>>(0);
   std::atomic<int>& in_flight_ = *in_flight_count_;
 };

@@ -212,6 +212,7 @@ Result<Router::TargetTry> Router::TryTarget(const RouteConfig& route, const Targ
     return MakeError(ErrorCode::kInternal, "no upstream '" + t.upstream + "'");
   }
   Error last{ErrorCode::kUpstream, "upstream '" + t.upstream + "' was not tried"};
+  KeyQueue::Ticket ticket;  // the request's place in the upstream's key queue, kept across attempts
   for (int attempt = 1; attempt <= route.retry.max_attempts; ++attempt) {
     if (!up->breaker().Allow()) {
       Error e = MakeError(ErrorCode::kUnavailable, "upstream '" + t.upstream + "': circuit breaker open");
@@ -223,7 +224,7 @@ Result<Router::TargetTry> Router::TryTarget(const RouteConfig& route, const Targ
     }
     ++out.attempts;
     AttemptInfo info;
-    auto c = up->StartAttempt(r, &info, deadline);
+    auto c = up->StartAttempt(r, &info, deadline, &ticket);
     if (!info.key_fingerprint.empty())
       metrics_.Add(series::kKeyRequests, Labels({{"upstream", t.upstream},
                                                  {"key", info.key_fingerprint},
@@ -238,16 +239,19 @@ Result<Router::TargetTry> Router::TryTarget(const RouteConfig& route, const Targ
                  Labels({{"route", route.name}, {"target", target}, {"outcome", OutcomeName(info.outcome)}}));
     if (Stoppable(last)) break;
     if (c.error().code == ErrorCode::kBusy && info.outcome == Outcome::kOk) break;  // at max_concurrent
-    // A bad key (401/403, now revoked) or a rate-limited one (429, now cooling)
-    // is not the upstream's failure: another key that is usable now goes at once.
-    const bool key_fault =
-        (info.outcome == Outcome::kAuth && !up->keys().AllRevoked()) ||
-        (info.outcome == Outcome::kRateLimited && !up->keys().empty() && up->keys().SoonestAvailable() <= 0);
+    // A bad key (401/403, now revoked) or a rate-limited one (429, now
+    // cooling) is not the upstream's failure and costs no attempt: the
+    // request goes back to its place in the key queue, which hands it the
+    // next usable key at the upstream's pace, until the route's deadline.
+    // (Counting 429s as attempts made a storm give up seconds into it.)
+    if (info.no_key) break;  // the queue's deadline passed, or every key is revoked
+    const bool key_fault = (info.outcome == Outcome::kAuth && !up->keys().AllRevoked()) ||
+                           (info.outcome == Outcome::kRateLimited && !up->keys().empty());
     if (key_fault) {
       metrics_.Add(series::kRetries,
                    Labels({{"route", route.name}, {"target", target}, {"reason", "next_key"}}));
       --attempt;
-      if (out.attempts > 16) break;
+      if (info.outcome == Outcome::kAuth && out.attempts > 16) break;
       continue;
     }
     if (!Retryable(info.outcome) || info.outcome == Outcome::kAuth || attempt == route.retry.max_attempts)
@@ -709,6 +713,8 @@ std::string Router::RoutesJson() const {
           keys.push_back(kj);
         }
         tj["keys"] = keys;
+        const KeyQueue::View q = up->key_queue().Snapshot();
+        tj["key_queue"] = {{"waiting", q.waiting}, {"retry_after_s", q.retry_after_s}};
       }
       targets.push_back(tj);
     }
@@ -769,6 +775,11 @@ void Router::RenderMetrics(std::string* out) const {
   for (const auto& [name, up] : upstreams_)
     *out += "hone_route_in_flight{" + Labels({{"upstream", name}}) + "} " + std::to_string(up->in_flight()) +
             "\n";
+  *out += serve::FamilyHeader("hone_route_key_queue_waiting", "gauge",
+                              "Requests waiting per upstream for a usable API key");
+  for (const auto& [name, up] : upstreams_)
+    *out += "hone_route_key_queue_waiting{" + Labels({{"upstream", name}}) + "} " +
+            std::to_string(up->key_queue().waiting()) + "\n";
   std::string replicas;
   for (const auto& [name, up] : upstreams_)
     if (up->config().replica)

@@ -12,14 +12,30 @@
 // Behaviour: {status, retry_after, ttft_ms, tokens_per_s, tokens, drop_after,
 //             hang, text, bad_keys: [..], limited_keys: [..], no_usage (report no usage),
 //             tool_call: {name, arguments, index} (answer with that call, as OpenAI
-//             streams one; index: the call's number on the wire, 0 unless set)}
+//             streams one; index: the call's number on the wire, 0 unless set),
+//             limit_share (a 429 storm: answer this share of chat requests 429
+//             with Retry-After `retry_after`, after ttft_ms as a real upstream
+//             takes time to answer; drawn from `seed`, so a run can be replayed)}
+// Each log entry has `time` (the request arrived) and `answered` (its status went out).
 // Start: `node fake_upstream.mjs [port]` prints {"port": N} on stdout.
 import http from 'node:http';
 
 const DEFAULT = { ttft_ms: 20, tokens_per_s: 500, tokens: 16 };
 
+// A small seeded generator (mulberry32): the storm's draws repeat with its seed.
+function seeded(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
 export function startFakeUpstream(port = 0) {
   let script = { default: { ...DEFAULT }, queue: [] };
+  let draw = Math.random;
   let log = [];
   let seq = 0;
 
@@ -35,6 +51,7 @@ export function startFakeUpstream(port = 0) {
     if (req.url === '/__script') {
       const s = JSON.parse(body || '{}');
       script = { default: { ...DEFAULT, ...(s.default || {}) }, queue: s.queue || [] };
+      draw = script.default.seed !== undefined ? seeded(script.default.seed) : Math.random;
       return res.end('{}');
     }
     if (req.url === '/__log') return res.end(JSON.stringify(log));
@@ -88,9 +105,12 @@ export function startFakeUpstream(port = 0) {
     res.on('close', () => {
       if (!res.writableFinished) entry.disconnected = true;
     });
-    const status = (b.bad_keys || []).includes(key) ? 401 : (b.limited_keys || []).includes(key) ? 429 : b.status;
+    const stormed = b.limit_share > 0 && draw() < b.limit_share;
+    const status = (b.bad_keys || []).includes(key) ? 401 : (b.limited_keys || []).includes(key) || stormed ? 429 : b.status;
     if (status && status !== 200) {
+      if (stormed && b.ttft_ms >= 1) await new Promise((r) => setTimeout(r, b.ttft_ms));
       entry.status = status;
+      entry.answered = Date.now();
       res.statusCode = status;
       if (status === 429 || b.retry_after) res.setHeader('Retry-After', String(b.retry_after ?? 1));
       res.setHeader('Content-Type', 'application/json');
@@ -137,6 +157,7 @@ export function startFakeUpstream(port = 0) {
       }));
     }
     res.setHeader('Content-Type', 'text/event-stream');
+    entry.answered = Date.now();  // the first write sends the status
     const send = (obj) => res.write(`data: ${JSON.stringify(obj)}\n\n`);
     const chunk = (delta, finish = null) => ({ id, object: 'chat.completion.chunk', created, model: request.model,
                                                choices: [{ index: 0, delta, finish_reason: finish }] });
