@@ -438,6 +438,15 @@ void HttpServer::Routes() {
     const bool admin_path = req.path == "/hone/load" || req.path == "/hone/unload" || req.path == "/hone/spend" ||
                             req.path == "/hone/cache" ||
                             req.path == "/hone/routes/canary";
+    // The prompt cache lists every tenant's entries and their ages, and clears
+    // them all: with client keys, only an admin key may (none set: nobody).
+    if (req.path == "/hone/cache" && !api_keys_.empty() && admin_keys_.empty()) {
+      Apply(ErrorResponse(HttpError{403, "/hone/cache needs an admin key (--admin-keys) on a server with API keys",
+                                    "invalid_request_error", "forbidden"},
+                          FlavorOf(req.path)),
+            res);
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (admin_path && !admin_keys_.empty()) {
       const std::string key = PresentedKey(req.get_header_value("Authorization"), req.get_header_value("x-api-key"));
       if (IsAdmin(req.get_header_value("Authorization"), req.get_header_value("x-api-key")))

@@ -154,6 +154,7 @@ Result<std::shared_ptr<Model>> Model::Load(const std::string& path, const LoadOp
   model->info_.n_head = llama_model_n_head(raw);
   model->info_.n_head_kv = llama_model_n_head_kv(raw);
   model->info_.has_encoder = llama_model_has_encoder(raw);
+  model->info_.n_swa = llama_model_n_swa(raw);
   if (const char* tmpl = llama_model_chat_template(raw, nullptr)) model->info_.chat_template = tmpl;
   model->gguf_ = std::move(*g);
   return model;

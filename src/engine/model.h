@@ -54,6 +54,7 @@ struct ModelInfo {
   std::string chat_template;  // empty when the GGUF has none
   std::map<std::string, TypeShare> type_histogram;
   bool has_encoder = false;
+  int32_t n_swa = 0;  // sliding-window attention span; 0 = none (a sequence's saved state then lacks old cells)
   bool synthetic = false;  // made by `hone synth`
 };
 

@@ -244,6 +244,8 @@ bool Session::RestoreSequence(int seq, const uint8_t* data, size_t size) {
   return false;
 }
 
+int Session::SequenceStart(int seq) const { return llama_memory_seq_pos_min(llama_get_memory(ctx_), seq); }
+
 const float* Session::Logits(int i) const { return llama_get_logits_ith(ctx_, i); }
 const float* Session::Embeddings(int seq) const { return llama_get_embeddings_seq(ctx_, seq); }
 

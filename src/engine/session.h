@@ -79,6 +79,7 @@ class Session {
   bool TruncateSequence(int seq, int p0);
   void CopySequence(int src, int dst, int p0, int p1);
   int SequenceLength(int seq) const;  // positions cached, 0 when empty
+  int SequenceStart(int seq) const;   // the first position cached (> 0 when old cells were dropped)
   // The KV state of one sequence as bytes, in llama.cpp's own format: tied to
   // the model, the KV type and the attention layout (the caller keys it so).
   // Empty when the sequence is empty or llama.cpp cannot write it.

@@ -281,11 +281,14 @@ void ModelPool::PromptCacheFor(const RegistryEntry& e, SchedulerOptions* so) con
   const std::string kv_k = so->tuned ? t.kv_type_k : so->kv_type, kv_v = so->tuned ? t.kv_type_v : so->kv_type;
   const engine::FlashAttn fa = so->tuned ? t.flash_attn : so->flash_attn;
   so->cache.key = "model=" + (hash ? *hash : std::string("unknown")) + ";llama.cpp=" + engine::LlamaVersion() +
-                  ";kv=" + kv_k + "/" + kv_v + ";fa=" + engine::FlashAttnName(fa);
+                  ";kv=" + kv_k + "/" + kv_v + ";fa=" + engine::FlashAttnName(fa) +
+                  ";slots=" + std::to_string(so->slots);  // llama.cpp refuses a state saved with another stream count
   if (!so->cache.dir.empty()) {
     std::string safe;
-    for (char c : e.name) safe += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ? c : '_';
-    so->cache.dir += "/" + safe;
+    for (char c : e.name) safe += std::isalnum(static_cast<unsigned char>(c)) || c == '-' ? c : '_';
+    Fnv1a exact;  // "a:b" and "a_b" must not share a folder (each would delete the other's files)
+    exact.Add(e.name);
+    so->cache.dir += "/" + safe + "-" + exact.Hex().substr(0, 8);
   }
 }
 

@@ -87,6 +87,8 @@ std::string PromptCache::PathFor(uint64_t id) const {
 void PromptCache::IndexDisk() {
   std::error_code ec;
   fs::create_directories(opt_.dir, ec);
+  // Only this user: the entries are every tenant's conversations.
+  if (!ec) fs::permissions(opt_.dir, fs::perms::owner_all, fs::perm_options::replace, ec);
   if (ec || access(opt_.dir.c_str(), W_OK) != 0) {
     std::fprintf(stderr,
                  "hone serve: %s: prompt cache folder %s is not writable (%s); the disk tier is off\n",
@@ -127,7 +129,6 @@ void PromptCache::IndexDisk() {
   std::vector<std::string> doomed;
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [t, e] : found) {
-    next_id_ = std::max(next_id_, e.id + 1);
     disk_used_ += e.bytes;
     entries_.push_back(std::move(e));
   }
@@ -170,30 +171,58 @@ std::list<PromptCache::Entry>::iterator PromptCache::FindId(uint64_t id) {
   return std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.id == id; });
 }
 
-std::shared_ptr<const std::vector<uint8_t>> PromptCache::Load(const CacheMatch& m) {
+uint64_t PromptCache::NewIdLocked() {
+  for (;;) {
+    const uint64_t id = ids_();
+    if (id != 0 && FindId(id) == entries_.end()) return id;
+  }
+}
+
+std::shared_ptr<const std::vector<uint8_t>> PromptCache::Load(const CacheMatch& m, CacheTier* served) {
   std::string file;
+  std::string scope;
+  std::vector<Token> tokens;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = FindId(m.id);
     if (it == entries_.end()) return nullptr;
     it->used = SteadyClock::now();
     entries_.splice(entries_.end(), entries_, it);  // most recently used
+    if (served) *served = CacheTier::kRam;
     if (it->state) return it->state;
+    // Out of RAM, its write still queued: the queue holds the bytes.
+    for (const Write& w : writes_) {
+      if (w.id == m.id) return w.state;
+    }
+    if (it->file.empty()) return nullptr;  // being written right now: a miss this once
     file = it->file;
+    scope = it->scope;
+    tokens = it->tokens;
   }
-  auto state = ReadCacheFileState(file, opt_.key);
+  if (served) *served = CacheTier::kDisk;
+  CacheFileHeader h;
+  auto state = ReadCacheFileState(file, opt_.key, &h);
+  // The file must be this entry: another cache on the same folder, or a
+  // file put there by hand, must never be restored under these tokens.
+  if (state && (h.scope != scope || h.tokens != tokens)) {
+    state = MakeError(ErrorCode::kCorrupt, "prompt cache file " + file + " holds another entry");
+  }
   if (state) return std::make_shared<const std::vector<uint8_t>>(std::move(*state));
   std::fprintf(stderr, "hone serve: %s: %s; treated as a miss and deleted\n", model_.c_str(),
                state.error().message.c_str());
+  Drop(m.id);
+  if (metrics_) metrics_->Add(TierMetric(CacheTier::kDisk, "damaged_total"), model_);
+  return nullptr;
+}
+
+void PromptCache::Drop(uint64_t id) {
   std::vector<std::string> doomed;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = FindId(m.id); it != entries_.end()) EraseLocked(it, &doomed);
+    if (auto it = FindId(id); it != entries_.end()) EraseLocked(it, &doomed);
     UpdateGaugesLocked();
   }
-  if (metrics_) metrics_->Add(TierMetric(CacheTier::kDisk, "damaged_total"), model_);
   Delete(doomed);
-  return nullptr;
 }
 
 void PromptCache::Put(const std::string& scope, std::vector<Token> tokens, std::vector<uint8_t> state) {
@@ -202,14 +231,16 @@ void PromptCache::Put(const std::string& scope, std::vector<Token> tokens, std::
   std::vector<std::string> doomed;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    for (const Entry& e : entries_) {  // already held whole, by this entry or a longer one
+      if (e.scope == scope && CommonPrefix(e.tokens, tokens) == tokens.size()) return;
+    }
     for (auto it = entries_.begin(); it != entries_.end();) {
       if (it->scope != scope) {
         ++it;
         continue;
       }
-      const size_t n = CommonPrefix(it->tokens, tokens);
-      if (n == tokens.size()) return;  // already held whole (by this entry or a longer one)
-      if (n == it->tokens.size()) {    // the new one extends it: keep only the longer
+      if (CommonPrefix(it->tokens, tokens) ==
+          it->tokens.size()) {  // the new one extends it: keep only the longer
         auto gone = it++;
         EraseLocked(gone, &doomed);
       } else {
@@ -217,7 +248,7 @@ void PromptCache::Put(const std::string& scope, std::vector<Token> tokens, std::
       }
     }
     Entry e;
-    e.id = next_id_++;
+    e.id = NewIdLocked();
     e.scope = scope;
     e.bytes = state.size();
     e.state = std::make_shared<const std::vector<uint8_t>>(std::move(state));
@@ -300,6 +331,20 @@ void PromptCache::WriterLoop() {
     const std::string path = PathFor(w.id);
     CacheFileHeader h{opt_.key, w.scope, w.tokens, w.state->size(), w.created_ms};
     Status st = WriteCacheFile(path, h, *w.state);
+    // Counted before the write leaves the in-flight count: Flush's callers see it.
+    if (!st) {
+      // A full disk fails every write: one line a minute says so, with how many.
+      ++write_errors_unlogged_;
+      const auto now = SteadyClock::now();
+      if (now - last_write_error_log_ > std::chrono::minutes(1)) {
+        std::fprintf(
+            stderr, "hone serve: %s: prompt cache entry not kept on disk (%d since the last such line): %s\n",
+            model_.c_str(), write_errors_unlogged_, st.error().message.c_str());
+        last_write_error_log_ = now;
+        write_errors_unlogged_ = 0;
+      }
+      if (metrics_) metrics_->Add(TierMetric(CacheTier::kDisk, "write_errors_total"), model_);
+    }
     std::vector<std::string> doomed;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -318,18 +363,6 @@ void PromptCache::WriterLoop() {
       UpdateGaugesLocked();
     }
     cv_.notify_all();
-    if (!st) {
-      // A full disk fails every write: one line a minute says so, with how many.
-      ++write_errors_unlogged_;
-      const auto now = SteadyClock::now();
-      if (now - last_write_error_log_ > std::chrono::minutes(1)) {
-        std::fprintf(stderr, "hone serve: %s: prompt cache entry not kept on disk (%d since the last such line): %s\n",
-                     model_.c_str(), write_errors_unlogged_, st.error().message.c_str());
-        last_write_error_log_ = now;
-        write_errors_unlogged_ = 0;
-      }
-      if (metrics_) metrics_->Add(TierMetric(CacheTier::kDisk, "write_errors_total"), model_);
-    }
     Delete(doomed);
   }
 }

@@ -25,6 +25,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -81,10 +82,13 @@ class PromptCache {
   // True when an entry of `scope` already holds all of `tokens`: storing
   // them would add nothing (the caller skips copying the KV out).
   bool Covers(const std::string& scope, const std::vector<Token>& tokens) const;
-  // The state bytes of a match: from RAM, or read and verified from disk.
-  // Null when the entry is gone or its file is damaged (one log line; the
-  // file is deleted). Thread-safe.
-  std::shared_ptr<const std::vector<uint8_t>> Load(const CacheMatch& m);
+  // The state bytes of a match: from RAM (or a write still queued), or read
+  // and verified from disk (the file must hold this entry's scope and
+  // tokens). *served says which. Null when the entry is gone or its file is
+  // damaged (one log line; the file is deleted). Thread-safe.
+  std::shared_ptr<const std::vector<uint8_t>> Load(const CacheMatch& m, CacheTier* served = nullptr);
+  // Forgets an entry (and its file): llama.cpp refused its state.
+  void Drop(uint64_t id);
   // Stores a prefix's state (drops entries it extends; skips one an entry
   // already covers). Thread-safe.
   void Put(const std::string& scope, std::vector<Token> tokens, std::vector<uint8_t> state);
@@ -125,6 +129,7 @@ class PromptCache {
   std::string PathFor(uint64_t id) const;
   // The four below need mu_.
   std::list<Entry>::iterator FindId(uint64_t id);
+  uint64_t NewIdLocked();  // random: two caches on one folder (a reload racing an unload) never share a name
   void EvictRamLocked();
   // Files to delete (outside the lock) for disk entries beyond the budget.
   void EvictDiskLocked(std::vector<std::string>* doomed);
@@ -142,7 +147,7 @@ class PromptCache {
   mutable std::mutex mu_;
   std::condition_variable cv_;  // the writer waits for work; Flush for an empty queue
   std::list<Entry> entries_;    // most recently used at the back
-  uint64_t next_id_ = 1;
+  std::mt19937_64 ids_{std::random_device{}()};
   uint64_t ram_used_ = 0, disk_used_ = 0;
   std::deque<Write> writes_;
   int writes_in_flight_ = 0;

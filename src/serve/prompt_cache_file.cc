@@ -1,5 +1,8 @@
 #include "serve/prompt_cache_file.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -71,8 +74,15 @@ uint64_t PromptCacheChecksum(const uint8_t* data, size_t n, uint64_t seed) {
 Status WriteCacheFile(const std::string& path, const CacheFileHeader& header,
                       const std::vector<uint8_t>& state) {
   const std::string tmp = path + ".tmp";
-  File f(std::fopen(tmp.c_str(), "wb"));
-  if (!f) return IoError("cannot create", tmp);
+  // 0600: every tenant's conversation is in these files. O_NOFOLLOW: a link
+  // planted in a shared folder must not redirect the write.
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return IoError("cannot create", tmp);
+  File f(::fdopen(fd, "wb"));
+  if (!f) {
+    ::close(fd);
+    return IoError("cannot create", tmp);
+  }
   const std::string json = HeaderJson(header);
   const auto hlen = static_cast<uint32_t>(json.size());
   ChecksumWriter w(f.get());
@@ -116,9 +126,13 @@ Result<CacheFileHeader> ReadHeaderFrom(std::FILE* f, const std::string& path, ui
     auto j = nlohmann::json::parse(json);
     h.key = j.at("key").get<std::string>();
     h.scope = j.at("scope").get<std::string>();
-    h.tokens.resize(j.at("tokens").get<uint64_t>());
+    const uint64_t n_tokens = j.at("tokens").get<uint64_t>();
     h.state_bytes = j.at("state_bytes").get<uint64_t>();
     h.created_ms = j.at("created_ms").get<int64_t>();
+    // Before any allocation: a damaged count must not ask for gigabytes.
+    if (n_tokens > file_size / 4 || h.state_bytes > file_size)
+      return Corrupt(path, "counts larger than the file");
+    h.tokens.resize(n_tokens);
   } catch (const std::exception& e) {
     return Corrupt(path, std::string("bad header: ") + e.what());
   }
@@ -150,7 +164,8 @@ Result<CacheFileHeader> ReadCacheFileHeader(const std::string& path) {
   return ReadHeaderFrom(f.get(), path, *size, nullptr);
 }
 
-Result<std::vector<uint8_t>> ReadCacheFileState(const std::string& path, const std::string& key) {
+Result<std::vector<uint8_t>> ReadCacheFileState(const std::string& path, const std::string& key,
+                                                CacheFileHeader* header) {
   auto size = FileSize(path);
   if (!size) return size.error();
   File f(std::fopen(path.c_str(), "rb"));
@@ -172,6 +187,7 @@ Result<std::vector<uint8_t>> ReadCacheFileState(const std::string& path, const s
   sum = PromptCacheChecksum(reinterpret_cast<const uint8_t*>(h->tokens.data()), h->tokens.size() * 4, sum);
   sum = PromptCacheChecksum(state.data(), state.size(), sum);
   if (sum != stored) return Corrupt(path, "checksum mismatch");
+  if (header) *header = std::move(*h);
   return state;
 }
 

@@ -34,7 +34,8 @@ struct CacheFileHeader {
 // damage, and the folder is the server's own.
 uint64_t PromptCacheChecksum(const uint8_t* data, size_t n, uint64_t seed = 0);
 
-// Writes header + state to `path` (via path.tmp and a rename).
+// Writes header + state to `path` (via path.tmp and a rename), readable by
+// this user only (the tokens are the conversation); never through a symlink.
 // Errors: kIo (the message names the path and errno's text: a full disk, a
 // read-only folder).
 Status WriteCacheFile(const std::string& path, const CacheFileHeader& header,
@@ -45,7 +46,9 @@ Status WriteCacheFile(const std::string& path, const CacheFileHeader& header,
 Result<CacheFileHeader> ReadCacheFileHeader(const std::string& path);
 
 // Reads the whole file and verifies its checksum and that it still belongs to
-// `key`. Errors: kCorrupt, kIo.
-Result<std::vector<uint8_t>> ReadCacheFileState(const std::string& path, const std::string& key);
+// `key`; the header comes back in *header, for the caller to check that the
+// file is the entry it expects. Errors: kCorrupt, kIo.
+Result<std::vector<uint8_t>> ReadCacheFileState(const std::string& path, const std::string& key,
+                                                CacheFileHeader* header);
 
 }  // namespace hone::serve

@@ -5,7 +5,9 @@
 #include "serve/prompt_cache.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 
@@ -118,8 +120,11 @@ TEST(PromptCacheBook, ADamagedOrTruncatedFileIsAMissNeverACrash) {
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path());
   ASSERT_EQ(files.size(), 2u);
-  // One flipped byte in the state (size intact), one file cut short.
-  std::sort(files.begin(), files.end());
+  // One flipped byte in the state (size intact), one file cut short: the
+  // first the Seq(0, 30) entry's (names are random, so by their headers).
+  std::sort(files.begin(), files.end(), [](const fs::path& a, const fs::path& b) {
+    return ReadCacheFileHeader(a)->tokens[0] < ReadCacheFileHeader(b)->tokens[0];
+  });
   {
     std::fstream f(files[0], std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(2000);
@@ -163,14 +168,21 @@ TEST(PromptCacheBook, AFullDiskFailsTheWriteAndTheEntryStaysInRam) {
   o.dir = dir;
   Metrics metrics;
   PromptCache c(o, &metrics, "m");
-  // The first entry's temporary file is /dev/full: every write to it fails with ENOSPC.
-  fs::create_symlink("/dev/full", dir + "/0000000000000001.kv.tmp");
+  // No file may grow past 4 KiB while the entry is written: what a full disk
+  // does to write(2) (EFBIG here, ENOSPC there), without filling a disk.
+  std::signal(SIGXFSZ, SIG_IGN);
+  rlimit old{};
+  getrlimit(RLIMIT_FSIZE, &old);
+  rlimit small = old;
+  small.rlim_cur = 4096;
+  setrlimit(RLIMIT_FSIZE, &small);
   c.Put("a", Seq(0, 30), std::vector<uint8_t>(100000, 1));
   c.Flush();
+  setrlimit(RLIMIT_FSIZE, &old);
   EXPECT_EQ(metrics.Get("hone_prompt_cache_disk_write_errors_total", "m"), 1);
   EXPECT_EQ(c.disk_bytes(), 0u);
   EXPECT_EQ(c.Find("a", Seq(0, 31)).tier, CacheTier::kRam);
-  EXPECT_FALSE(fs::exists(dir + "/0000000000000001.kv"));
+  EXPECT_TRUE(fs::is_empty(dir));  // neither the entry nor its .tmp is left
 }
 
 TEST(PromptCacheBook, AnUnwritableFolderLeavesTheRamTierWorking) {

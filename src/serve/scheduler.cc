@@ -55,7 +55,12 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(std::shared_ptr<engine::Mod
                       {"num_gpu_blocks", std::to_string(opt.ctx_per_slot * opt.slots)},
                       {"slots", std::to_string(opt.slots)}});
   }
-  if (opt.cache.ram_bytes > 0 || opt.cache.disk_bytes > 0) {
+  // A sliding-window model's saved state lacks the cells its window masked,
+  // so a restore cut back to a shorter prefix would attend without them.
+  if ((opt.cache.ram_bytes > 0 || opt.cache.disk_bytes > 0) && s->model_->info().n_swa > 0) {
+    std::fprintf(stderr, "hone serve: %s: sliding-window attention; no prompt cache beyond the slots\n",
+                 s->name_.c_str());
+  } else if (opt.cache.ram_bytes > 0 || opt.cache.disk_bytes > 0) {
     s->cache_ = std::make_unique<PromptCache>(opt.cache, metrics, s->name_);
   }
   s->thread_ = std::thread([p = s.get()] { p->Loop(); });
@@ -195,6 +200,9 @@ namespace {
 // Copying another slot's KV costs a pass over its whole stream; below this many
 // shared tokens a prefill of them is as cheap.
 constexpr size_t kMinPrefixCopy = 32;
+// A slot's tokens past the new prompt's prefix go to the prompt cache only
+// from this many on: fewer are cheaper to prefill again than to copy out.
+constexpr size_t kMinSaveTail = 16;
 
 
 }  // namespace
@@ -275,12 +283,16 @@ void Scheduler::Admit() {
     s.utf8 = engine::Utf8Stream();
     const auto& prompt = s.job->prompt;
     const CacheMatch from_cache = WorthRestoring(*s.job, donor ? donor_common : best_common);
+    // Taken before SaveSlot, whose Put may push the very entry out of RAM.
+    CacheTier served = CacheTier::kNone;
+    auto state = from_cache.tier != CacheTier::kNone ? cache_->Load(from_cache, &served) : nullptr;
     // Before the slot's KV is replaced or cut: what it holds beyond the new
-    // prompt's prefix may be a conversation that comes back.
-    if (donor || from_cache.tier != CacheTier::kNone || s.cached.size() > best_common) SaveSlot(s);
+    // prompt's prefix may be a conversation that comes back (a tail of a few
+    // tokens is not worth a copy of the whole sequence).
+    if (s.cached.size() >= best_common + kMinSaveTail) SaveSlot(s);
     bool restored = false;
-    if (from_cache.tier != CacheTier::kNone) {
-      restored = RestoreFromCache(s, from_cache);
+    if (state) {
+      restored = RestoreFromCache(s, from_cache, *state, served);
       best_common = restored ? from_cache.tokens : 0;  // a refused restore leaves the slot empty
     }
     if (donor && !restored) {

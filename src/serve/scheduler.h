@@ -167,7 +167,8 @@ class Scheduler {
   // serve/scheduler_cache.cc: the slots and the prompt cache.
   size_t SharedPrefix(const Slot& s, const Job& job) const;  // 0 across scopes
   CacheMatch WorthRestoring(const Job& job, size_t have);    // kNone: prefill or copy instead
-  bool RestoreFromCache(Slot& s, const CacheMatch& m);        // false: the slot is left empty
+  // false: the slot is left empty (and an entry llama.cpp refused is dropped)
+  bool RestoreFromCache(Slot& s, const CacheMatch& m, const std::vector<uint8_t>& state, CacheTier served);
   void SaveSlot(Slot& s);  // what the slot holds, into the prompt cache (before it is overwritten)
   void Publish();  // the slots' state for Forecast, after each step
   Clock::time_point forecast_gauges_at_{};  // scheduler thread only: last slot-wait gauge update

@@ -43,16 +43,18 @@ CacheMatch Scheduler::WorthRestoring(const Job& job, size_t have) {
   return m;
 }
 
-bool Scheduler::RestoreFromCache(Slot& s, const CacheMatch& m) {
+bool Scheduler::RestoreFromCache(Slot& s, const CacheMatch& m, const std::vector<uint8_t>& state,
+                                 CacheTier served) {
   const auto t0 = Clock::now();
-  auto state = cache_->Load(m);
-  const bool ok = state && session_->RestoreSequence(s.id, state->data(), state->size());
+  // Every position from 0 must be back: a state without its first cells
+  // (a sliding window's) would be attended as if they were there.
+  const bool ok =
+      session_->RestoreSequence(s.id, state.data(), state.size()) && session_->SequenceStart(s.id) == 0;
   if (!ok) {
-    if (state) {
-      std::fprintf(stderr,
-                   "hone serve: %s: llama.cpp refused a cached state of %zu tokens; prefilling instead\n",
-                   name_.c_str(), m.entry_tokens);
-    }
+    std::fprintf(stderr,
+                 "hone serve: %s: llama.cpp refused a cached state of %zu tokens; prefilling instead\n",
+                 name_.c_str(), m.entry_tokens);
+    cache_->Drop(m.id);  // it would be refused again, and cost a read each time
     session_->ClearSequence(s.id);
     s.cached.clear();
     return false;
@@ -61,7 +63,7 @@ bool Scheduler::RestoreFromCache(Slot& s, const CacheMatch& m) {
   s.cached.assign(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(m.tokens));
   // The entry may run past the shared prefix; Admit cuts it back there.
   s.cached.resize(m.tokens);
-  cache_->RecordRestore(m.tier, m.entry_tokens, std::chrono::duration<double>(Clock::now() - t0).count());
+  cache_->RecordRestore(served, m.entry_tokens, std::chrono::duration<double>(Clock::now() - t0).count());
   return true;
 }
 

@@ -74,12 +74,16 @@ test('a returning conversation restores its history from RAM, then from disk aft
   const empty = await (await fetch(restarted.url + '/hone/cache')).json();
   assert.equal(empty.data.find((m) => m.model === 'tiny').entries.length, 0);
   await restarted.stop();
-  assert.deepEqual(fs.readdirSync(path.join(dir, 'tiny')).filter((f) => f.endsWith('.kv')).length <= 1, true);
+  const folder = fs.readdirSync(dir).find((f) => f.startsWith('tiny-'));
+  assert.ok(folder, `a folder per model: ${fs.readdirSync(dir)}`);
+  assert.equal((fs.statSync(path.join(dir, folder)).mode & 0o777), 0o700, 'only this user reads the conversations');
+  for (const f of fs.readdirSync(path.join(dir, folder))) assert.equal(fs.statSync(path.join(dir, folder, f)).mode & 0o777, 0o600);
 });
 
 test('one tenant never restores another tenant\'s prefix; the same cache_salt shares it', async () => {
   const keys = ['pc-tenant-a', 'pc-tenant-b'];
-  const s = await serve(['--cache-ram', '64M', '--cache-disk', '0'], { HONE_API_KEYS: keys.join(',') });
+  const admin = 'pc-admin';
+  const s = await serve(['--cache-ram', '64M', '--cache-disk', '0'], { HONE_API_KEYS: keys.join(','), HONE_ADMIN_KEYS: admin });
   const a = clientOf(s, keys[0]), b = clientOf(s, keys[1]);
   const { history, firstPrompt } = await firstTurnThenEvict(a, 'Bo');
   const asB = await ask(b, history);
@@ -93,6 +97,10 @@ test('one tenant never restores another tenant\'s prefix; the same cache_salt sh
   const salted = await firstTurnThenEvict(a, 'Cy', salt);
   const sharedHit = await ask(b, salted.history, salt);
   assert.ok(sharedHit.usage.prompt_tokens_details.cached_tokens >= salted.firstPrompt);
-  const listing = await (await fetch(s.url + '/hone/cache', { headers: { Authorization: `Bearer ${keys[0]}` } })).text();
+  // A tenant's key may not list every tenant's entries; the admin's may.
+  const asTenant = await fetch(s.url + '/hone/cache', { headers: { Authorization: `Bearer ${keys[0]}` } });
+  assert.equal(asTenant.status, 403);
+  const listing = await (await fetch(s.url + '/hone/cache', { headers: { Authorization: `Bearer ${admin}` } })).text();
+  assert.ok(listing.includes('"entries"'), listing);
   assert.ok(!listing.includes(keys[0]) && !listing.includes('shared-team-7'), 'keys and salts are never listed in clear');
 });
