@@ -225,33 +225,6 @@ void WidenBacklog(int fd, int connections) {
   if (fd >= 0) ::listen(fd, std::max(128, connections));
 }
 
-// The headers a page may send: ours, and whatever its preflight asks for
-// (the official JavaScript SDKs add x-stainless-* and anthropic-* headers
-// that a fixed list would refuse). Only the origin that --cors-origin names
-// gets this answer, so echoing its header names grants it nothing else; a
-// name with other characters than a header name has is left out.
-std::string AllowedCorsHeaders(const httplib::Request& req) {
-  std::string out = "Authorization, Content-Type, x-api-key, anthropic-version";
-  std::string name;
-  auto flush = [&] {
-    if (!name.empty() && name.size() <= 64) out += ", " + name;
-    name.clear();
-  };
-  bool bad = false;
-  for (char c : req.get_header_value("Access-Control-Request-Headers") + ",") {
-    if (c == ',') {
-      if (!bad) flush();
-      name.clear();
-      bad = false;
-    } else if (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') {
-      name += c;
-    } else if (c != ' ' && c != '\t') {
-      bad = true;
-    }
-  }
-  return out;
-}
-
 bool IsProbePath(const std::string& path) { return path == "/health" || path == "/livez" || path == "/metrics"; }
 
 
@@ -381,7 +354,7 @@ void HttpServer::Routes() {
     BeginRequest(req.method, req.path, config_.quiet);
     if (!config_.cors_origin.empty()) {
       res.set_header("Access-Control-Allow-Origin", config_.cors_origin);
-      res.set_header("Access-Control-Allow-Headers", AllowedCorsHeaders(req));
+      res.set_header("Access-Control-Allow-Headers", AllowedCorsHeaders(req.get_header_value("Access-Control-Request-Headers")));
       res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
       if (req.method == "OPTIONS") {
         res.status = 204;

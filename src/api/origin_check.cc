@@ -67,4 +67,31 @@ std::optional<std::string> CheckOrigin(const OriginPolicy& p, const std::string&
   return "requests from the web origin '" + header + "' are not allowed; add it with --allowed-origins";
 }
 
+// The headers a page may send: ours, and whatever its preflight asks for
+// (the official JavaScript SDKs add x-stainless-* and anthropic-* headers
+// that a fixed list would refuse). Only the origin that --cors-origin names
+// gets this answer, so echoing its header names grants it nothing else; a
+// name with other characters than a header name has is left out.
+std::string AllowedCorsHeaders(const std::string& requested) {
+  std::string out = "Authorization, Content-Type, x-api-key, anthropic-version";
+  std::string name;
+  auto flush = [&] {
+    if (!name.empty() && name.size() <= 64) out += ", " + name;
+    name.clear();
+  };
+  bool bad = false;
+  for (char c : requested + ",") {
+    if (c == ',') {
+      if (!bad) flush();
+      name.clear();
+      bad = false;
+    } else if (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') {
+      name += c;
+    } else if (c != ' ' && c != '\t') {
+      bad = true;
+    }
+  }
+  return out;
+}
+
 }  // namespace hone::api

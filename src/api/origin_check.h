@@ -26,4 +26,8 @@ std::string HostName(const std::string& host_header);
 std::optional<std::string> CheckHost(const OriginPolicy& p, const std::string& host_header);
 std::optional<std::string> CheckOrigin(const OriginPolicy& p, const std::string& origin_header);
 
+// Access-Control-Allow-Headers for a preflight that asks for `requested`
+// (its Access-Control-Request-Headers): ours, and the names it asks for.
+std::string AllowedCorsHeaders(const std::string& requested);
+
 }  // namespace hone::api

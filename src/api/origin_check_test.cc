@@ -45,3 +45,19 @@ TEST(OriginCheck, Origins) {
 
 }  // namespace
 }  // namespace hone::api
+
+namespace hone::api {
+namespace {
+
+TEST(CorsHeaders, OursAndTheNamesThePreflightAsksForNothingElse) {
+  EXPECT_EQ(AllowedCorsHeaders(""), "Authorization, Content-Type, x-api-key, anthropic-version");
+  EXPECT_EQ(AllowedCorsHeaders("x-stainless-os, anthropic-dangerous-direct-browser-access"),
+            "Authorization, Content-Type, x-api-key, anthropic-version, x-stainless-os, "
+            "anthropic-dangerous-direct-browser-access");
+  // A value that is not a list of header names cannot inject a header line.
+  EXPECT_EQ(AllowedCorsHeaders("x-ok,bad\r\nSet-Cookie: a=b, x:y"),
+            "Authorization, Content-Type, x-api-key, anthropic-version, x-ok");
+}
+
+}  // namespace
+}  // namespace hone::api
