@@ -1,20 +1,20 @@
 #include "api/http_server.h"
 
 #include <httplib.h>
-
 #include <sys/socket.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <thread>
-#include <cctype>
 #include <utility>
 
 #include "api/admin_api.h"
-#include "api/api_keys.h"
 #include "api/anthropic_codec.h"
+#include "api/api_keys.h"
 #include "api/errors.h"
+#include "api/http_sockets.h"
 #include "api/json_fields.h"
 #include "api/lingering_close.h"
 #include "api/ollama_codec.h"
@@ -144,14 +144,15 @@ void CloseAfterwards(const httplib::Request& req, httplib::Response& res) {
   res.body.clear();
   res.headers.erase("Content-Type");  // set_content_provider adds it again
   t_req.closing = true;
-  res.set_content_provider(body->size(), type, [body, linger](size_t offset, size_t, httplib::DataSink& sink) {
-    const bool sent = sink.write(body->data() + offset, body->size() - offset);
-    if (sent && linger) {
-      RequestDeadlines::RequestRead();  // bounded by the linger's own limits, not --body-timeout
-      LingerAfterAnswer(RequestDeadlines::Socket());
-    }
-    return false;
-  });
+  res.set_content_provider(
+      body->size(), type, [body, linger](size_t offset, size_t, httplib::DataSink& sink) {
+        const bool sent = sink.write(body->data() + offset, body->size() - offset);
+        if (sent && linger) {
+          RequestDeadlines::RequestRead();  // bounded by the linger's own limits, not --body-timeout
+          LingerAfterAnswer(RequestDeadlines::Socket());
+        }
+        return false;
+      });
 }
 
 // Has the client gone away? httplib's check peeks at the socket (a FIN or
@@ -177,56 +178,9 @@ struct ClientWatch {
   std::atomic<bool> over{false};  // the handler and its stream are done
 };
 
-// Each task is one connection's whole life on a worker (its requests, their
-// streams, its keep-alive waits): counting running tasks counts the
-// connections held, which the pre-routing check bounds with 503.
-// The task also carries the connection's socket (noted by hone's accept4,
-// request_deadline.h) to the watchdog that enforces the request deadlines.
-class CountingPool final : public httplib::TaskQueue {
- public:
-  CountingPool(size_t base, size_t max, size_t max_queued, std::atomic<int>* held, RequestDeadlines* deadlines)
-      : pool_(base, max, max_queued), held_(held), deadlines_(deadlines) {}
-  bool enqueue(std::function<void()> fn) override {
-    // On the accept thread, just after accept4.
-    const RequestDeadlines::Accepted conn = RequestDeadlines::TakeAccepted();
-    return pool_.enqueue([held = held_, deadlines = deadlines_, conn, fn = std::move(fn)] {
-      held->fetch_add(1);
-      if (conn.fd >= 0) deadlines->Open(conn);
-      fn();
-      if (conn.fd >= 0) deadlines->Close();
-      held->fetch_sub(1);
-    });
-  }
-  void shutdown() override { pool_.shutdown(); }
-
- private:
-  httplib::ThreadPool pool_;  // grows from base to max threads on demand
-  std::atomic<int>* held_;
-  RequestDeadlines* deadlines_;
-};
-
-// Listening sockets: SO_REUSEADDR (a restart binds while old connections sit
-// in TIME_WAIT) but not httplib's default SO_REUSEPORT, with which a second
-// server on the same port binds silently and takes half the connections.
-// The socket is remembered so that Bind can widen httplib's accept backlog.
-httplib::SocketOptions ListenOptions(int* fd) {
-  return [fd](int sock) {
-    int on = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-    *fd = sock;
-  };
+bool IsProbePath(const std::string& path) {
+  return path == "/health" || path == "/livez" || path == "/metrics";
 }
-
-// httplib listens with a backlog of 128: a burst of a thousand connects
-// overflows it, and the kernel drops handshakes, which clients retry after
-// about a second (a /health probe included). Listening again on the bound
-// socket raises it (the kernel caps it at net.core.somaxconn).
-void WidenBacklog(int fd, int connections) {
-  if (fd >= 0) ::listen(fd, std::max(128, connections));
-}
-
-bool IsProbePath(const std::string& path) { return path == "/health" || path == "/livez" || path == "/metrics"; }
-
 
 }  // namespace
 
@@ -299,7 +253,8 @@ void HttpServer::Live(httplib::Response& res) const {
 void HttpServer::WriteMetrics(httplib::Response& res) const {
   std::string body = metrics_.Render(config_.metrics_compat == "vllm");
   // A router over replicas reads this to stop sending here while streams finish.
-  body += serve::FamilyHeader("hone_server_draining", "gauge", "1 once SIGTERM began a drain: new requests get 503") +
+  body += serve::FamilyHeader("hone_server_draining", "gauge",
+                              "1 once SIGTERM began a drain: new requests get 503") +
           "hone_server_draining " + (draining_.load() ? "1" : "0") + "\n";
   body += serve::FamilyHeader("hone_http_request_deadline_closed_total", "counter",
                               "Connections closed because a request's headers or body came too slowly") +
@@ -354,7 +309,8 @@ void HttpServer::Routes() {
     BeginRequest(req.method, req.path, config_.quiet);
     if (!config_.cors_origin.empty()) {
       res.set_header("Access-Control-Allow-Origin", config_.cors_origin);
-      res.set_header("Access-Control-Allow-Headers", AllowedCorsHeaders(req.get_header_value("Access-Control-Request-Headers")));
+      res.set_header("Access-Control-Allow-Headers",
+                     AllowedCorsHeaders(req.get_header_value("Access-Control-Request-Headers")));
       res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
       if (req.method == "OPTIONS") {
         res.status = 204;
@@ -405,28 +361,32 @@ void HttpServer::Routes() {
     // read (httplib would read up to the limit first); the client then gets
     // the answer while the error handler lingers over what it still sends.
     if (max_body_ > 0 && req.get_header_value_u64("Content-Length") > max_body_) {
-      Apply(ErrorResponse(ProtocolError(413, req.method, req.path, config_.max_body), FlavorOf(req.path)), res);
+      Apply(ErrorResponse(ProtocolError(413, req.method, req.path, config_.max_body), FlavorOf(req.path)),
+            res);
       return httplib::Server::HandlerResponse::Handled;
     }
-    const bool admin_path = req.path == "/hone/load" || req.path == "/hone/unload" || req.path == "/hone/spend" ||
-                            req.path == "/hone/cache" ||
+    const bool admin_path = req.path == "/hone/load" || req.path == "/hone/unload" ||
+                            req.path == "/hone/spend" || req.path == "/hone/cache" ||
                             req.path == "/hone/routes/canary";
     // The prompt cache lists every tenant's entries and their ages, and clears
     // them all: with client keys, only an admin key may (none set: nobody).
     if (req.path == "/hone/cache" && !api_keys_.empty() && admin_keys_.empty()) {
-      Apply(ErrorResponse(HttpError{403, "/hone/cache needs an admin key (--admin-keys) on a server with API keys",
-                                    "invalid_request_error", "forbidden"},
-                          FlavorOf(req.path)),
+      Apply(ErrorResponse(
+                HttpError{403, "/hone/cache needs an admin key (--admin-keys) on a server with API keys",
+                          "invalid_request_error", "forbidden"},
+                FlavorOf(req.path)),
             res);
       return httplib::Server::HandlerResponse::Handled;
     }
     if (admin_path && !admin_keys_.empty()) {
-      const std::string key = PresentedKey(req.get_header_value("Authorization"), req.get_header_value("x-api-key"));
+      const std::string key =
+          PresentedKey(req.get_header_value("Authorization"), req.get_header_value("x-api-key"));
       if (IsAdmin(req.get_header_value("Authorization"), req.get_header_value("x-api-key")))
         return httplib::Server::HandlerResponse::Unhandled;
-      if (!key.empty() && Authorized(req.get_header_value("Authorization"), req.get_header_value("x-api-key"))) {
-        Apply(ErrorResponse(HttpError{403, req.path + " needs an admin key (--admin-keys)", "invalid_request_error",
-                                      "forbidden"},
+      if (!key.empty() &&
+          Authorized(req.get_header_value("Authorization"), req.get_header_value("x-api-key"))) {
+        Apply(ErrorResponse(HttpError{403, req.path + " needs an admin key (--admin-keys)",
+                                      "invalid_request_error", "forbidden"},
                             FlavorOf(req.path)),
               res);
         return httplib::Server::HandlerResponse::Handled;
@@ -448,7 +408,8 @@ void HttpServer::Routes() {
     if (t_req.closing) return;  // CloseAfterwards holds the answer
     if (res.body.empty()) {
       const int status = res.status;
-      Apply(ErrorResponse(ProtocolError(status, req.method, req.path, config_.max_body), FlavorOf(req.path)), res);
+      Apply(ErrorResponse(ProtocolError(status, req.method, req.path, config_.max_body), FlavorOf(req.path)),
+            res);
       res.status = status;
     }
     // Answered before its body was read: linger, so the client reads this
@@ -475,7 +436,8 @@ void HttpServer::Routes() {
       r.body = req.body;
       r.id = t_req.id;
       r.tenant = Tenant(req.get_header_value("Authorization"), req.get_header_value("x-api-key"));
-      r.may_pin = admin_keys_.empty() || IsAdmin(req.get_header_value("Authorization"), req.get_header_value("x-api-key"));
+      r.may_pin = admin_keys_.empty() ||
+                  IsAdmin(req.get_header_value("Authorization"), req.get_header_value("x-api-key"));
       const std::string cache_control = req.get_header_value("Cache-Control");
       r.no_cache = cache_control.find("no-cache") != std::string::npos ||
                    cache_control.find("no-store") != std::string::npos ||
@@ -523,7 +485,8 @@ void HttpServer::Routes() {
       if (j.contains("route") && j["route"].is_string()) route = j["route"].get<std::string>();
       if (j.contains("action") && j["action"].is_string()) action = j["action"].get<std::string>();
     } catch (const std::exception&) {
-      return Apply(ErrorResponse(MakeError(ErrorCode::kInvalidArgument, "the body must be JSON"), flavor), res);
+      return Apply(ErrorResponse(MakeError(ErrorCode::kInvalidArgument, "the body must be JSON"), flavor),
+                   res);
     }
     if (route.empty() || action.empty())
       return Apply(ErrorResponse(MakeError(ErrorCode::kInvalidArgument,
@@ -585,7 +548,8 @@ Result<int> HttpServer::Bind() {
     if (config_.probe_port != 0 && !probe_http_->bind_to_port(config_.host, config_.probe_port)) probe = -1;
     if (probe <= 0) {
       return MakeError(ErrorCode::kIo, "cannot listen on " + config_.host + ":" +
-                                           std::to_string(config_.probe_port) + " for --probe-port (in use?)");
+                                           std::to_string(config_.probe_port) +
+                                           " for --probe-port (in use?)");
     }
     probe_port_ = probe;
     WidenBacklog(probe_listen_fd_, 1024);  // probes come one per connection
