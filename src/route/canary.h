@@ -21,6 +21,8 @@
 // Thread-safe.
 #pragma once
 
+#include <chrono>
+
 #include <list>
 #include <map>
 #include <mutex>
@@ -38,6 +40,12 @@ namespace hone::route {
 
 // The conversation a request belongs to, for stickiness.
 std::string ConversationKey(const serve::GenerationRequest& r);
+
+// Seconds since the Unix epoch: the clock a canary's steps are kept in (it
+// survives restarts in the ledger, so not the steady clock).
+inline double CanaryNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 
 class Canary {
  public:
