@@ -77,6 +77,7 @@ constexpr FamilyInfo kFamilies[] = {
     {"hone_prompt_cache_ram_evictions_total", "Entries that left the RAM tier (to disk, or dropped)", false},
     {"hone_prompt_cache_disk_evictions_total", "Entries deleted from the disk tier to stay within its budget", false},
     {"hone_prompt_cache_disk_damaged_total", "Disk entries found damaged when read (treated as misses and deleted)", false},
+    {"hone_prompt_cache_disk_writes_skipped_total", "Entries kept in RAM only because too many bytes already waited for the disk", false},
     {"hone_prompt_cache_disk_write_errors_total", "Entries that could not be written to the disk tier (full disk, unwritable folder)", false},
 };
 

@@ -28,6 +28,9 @@ int64_t WallMs(WallClock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
 }
 
+// A floor for the bytes that may wait for the disk, for small --cache-ram.
+constexpr uint64_t kMinQueuedBytes = 64ull << 20;
+
 const std::string kMetricPrefix = "hone_prompt_cache_";
 std::string TierMetric(CacheTier t, const char* what) {
   return kMetricPrefix + CacheTierName(t) + "_" + what;
@@ -256,9 +259,14 @@ void PromptCache::Put(const std::string& scope, std::vector<Token> tokens, std::
     e.created = WallClock::now();
     e.used = SteadyClock::now();
     ram_used_ += e.bytes;
-    if (disk_on_) {
+    // Bytes waiting for a slow disk are held beside the RAM tier: past a
+    // bound the entry stays in RAM only, so RSS stays near --cache-ram.
+    if (disk_on_ && queued_bytes_ + e.bytes <= std::max<uint64_t>(opt_.ram_bytes / 4, kMinQueuedBytes)) {
       e.writing = true;
+      queued_bytes_ += e.bytes;
       writes_.push_back({e.id, e.scope, e.tokens, e.state, WallMs(e.created)});
+    } else if (disk_on_ && metrics_) {
+      metrics_->Add(TierMetric(CacheTier::kDisk, "writes_skipped_total"), model_);
     }
     entries_.push_back(std::move(e));
     EvictRamLocked();
@@ -312,6 +320,9 @@ void PromptCache::EraseLocked(std::list<Entry>::iterator it, std::vector<std::st
     doomed->push_back(it->file);
   }
   const uint64_t id = it->id;
+  for (const Write& w : writes_) {
+    if (w.id == id) queued_bytes_ -= w.state->size();
+  }
   writes_.erase(std::remove_if(writes_.begin(), writes_.end(), [&](const Write& w) { return w.id == id; }),
                 writes_.end());
   entries_.erase(it);  // a write in flight finds its entry gone and deletes its file
@@ -326,6 +337,7 @@ void PromptCache::WriterLoop() {
       if (writes_.empty()) return;  // stopping, and everything queued is written
       w = std::move(writes_.front());
       writes_.pop_front();
+      queued_bytes_ -= w.state->size();
       ++writes_in_flight_;
     }
     const std::string path = PathFor(w.id);

@@ -151,6 +151,7 @@ class PromptCache {
   uint64_t ram_used_ = 0, disk_used_ = 0;
   std::deque<Write> writes_;
   int writes_in_flight_ = 0;
+  uint64_t queued_bytes_ = 0;  // state bytes in writes_ (held beside the RAM tier)
   bool stopping_ = false;
   double restore_s_per_token_[3] = {0, 2e-6, 2e-5};  // by tier: guesses until measured
   // The writer thread's own: when it last logged a failed write, and how many failed since.

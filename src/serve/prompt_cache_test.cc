@@ -42,6 +42,14 @@ PromptCacheOptions Ram(uint64_t bytes) {
   return o;
 }
 
+// A cache with a disk tier in `dir`, and RAM of `ram` bytes.
+PromptCacheOptions Disk(const std::string& dir, uint64_t ram = 0) {
+  PromptCacheOptions o = Ram(ram);
+  o.disk_bytes = 1 << 20;
+  o.dir = dir;
+  return o;
+}
+
 TEST(PromptCacheBook, FindsTheLongestPrefixWithinItsScopeOnly) {
   PromptCache c(Ram(1 << 20), nullptr, "m");
   c.Put("a", Seq(0, 40), std::vector<uint8_t>(100, 1));
@@ -82,9 +90,7 @@ TEST(PromptCacheBook, RamIsLeastRecentlyUsedByBytes) {
 
 TEST(PromptCacheBook, DiskEntriesSurviveAndAnotherKeysAreDeleted) {
   const std::string dir = TempDir("keys");
-  PromptCacheOptions o = Ram(0);  // straight to disk
-  o.disk_bytes = 1 << 20;
-  o.dir = dir;
+  PromptCacheOptions o = Disk(dir);  // no RAM: straight to disk
   {
     PromptCache c(o, nullptr, "m");
     c.Put("a", Seq(0, 30), std::vector<uint8_t>(300, 7));
@@ -108,9 +114,7 @@ TEST(PromptCacheBook, DiskEntriesSurviveAndAnotherKeysAreDeleted) {
 
 TEST(PromptCacheBook, ADamagedOrTruncatedFileIsAMissNeverACrash) {
   const std::string dir = TempDir("damage");
-  PromptCacheOptions o = Ram(0);
-  o.disk_bytes = 1 << 20;
-  o.dir = dir;
+  PromptCacheOptions o = Disk(dir);
   {
     PromptCache c(o, nullptr, "m");
     c.Put("a", Seq(0, 30), std::vector<uint8_t>(4000, 3));
@@ -143,9 +147,7 @@ TEST(PromptCacheBook, ADamagedOrTruncatedFileIsAMissNeverACrash) {
 
 TEST(PromptCacheBook, AWriteKilledHalfwayLeavesOnlyATmpFileThatTheNextStartDeletes) {
   const std::string dir = TempDir("killed");
-  PromptCacheOptions o = Ram(0);
-  o.disk_bytes = 1 << 20;
-  o.dir = dir;
+  PromptCacheOptions o = Disk(dir);
   {
     PromptCache c(o, nullptr, "m");
     c.Put("a", Seq(0, 30), std::vector<uint8_t>(300, 9));
@@ -163,9 +165,7 @@ TEST(PromptCacheBook, AWriteKilledHalfwayLeavesOnlyATmpFileThatTheNextStartDelet
 
 TEST(PromptCacheBook, AFullDiskFailsTheWriteAndTheEntryStaysInRam) {
   const std::string dir = TempDir("full");
-  PromptCacheOptions o = Ram(1 << 20);
-  o.disk_bytes = 1 << 20;
-  o.dir = dir;
+  PromptCacheOptions o = Disk(dir, 1 << 20);
   Metrics metrics;
   PromptCache c(o, &metrics, "m");
   // No file may grow past 4 KiB while the entry is written: what a full disk
@@ -183,6 +183,19 @@ TEST(PromptCacheBook, AFullDiskFailsTheWriteAndTheEntryStaysInRam) {
   EXPECT_EQ(c.disk_bytes(), 0u);
   EXPECT_EQ(c.Find("a", Seq(0, 31)).tier, CacheTier::kRam);
   EXPECT_TRUE(fs::is_empty(dir));  // neither the entry nor its .tmp is left
+}
+
+TEST(PromptCacheBook, BytesWaitingForTheDiskAreBounded) {
+  const std::string dir = TempDir("queue");
+  Metrics metrics;
+  PromptCache c(Disk(dir), &metrics, "m");
+  // More than may wait for the disk at once (64 MiB here): kept in RAM only,
+  // and with no RAM tier, not kept at all, rather than held past the budget.
+  c.Put("a", Seq(0, 30), std::vector<uint8_t>((64u << 20) + 1, 1));
+  c.Flush();
+  EXPECT_EQ(metrics.Get("hone_prompt_cache_disk_writes_skipped_total", "m"), 1);
+  EXPECT_EQ(c.ram_bytes(), 0u);
+  EXPECT_TRUE(c.List().empty());
 }
 
 TEST(PromptCacheBook, AnUnwritableFolderLeavesTheRamTierWorking) {
