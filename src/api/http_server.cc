@@ -1,6 +1,7 @@
 #include "api/http_server.h"
 
 #include <httplib.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <cctype>
@@ -13,7 +14,9 @@
 #include "api/admin_api.h"
 #include "api/anthropic_codec.h"
 #include "api/api_keys.h"
+#include "api/connection_gate.h"
 #include "api/errors.h"
+#include "api/gated_server.h"
 #include "api/http_sockets.h"
 #include "api/json_fields.h"
 #include "api/lingering_close.h"
@@ -178,6 +181,16 @@ struct ClientWatch {
   std::atomic<bool> over{false};  // the handler and its stream are done
 };
 
+// Connections the gate keeps open at once: the open-files limit (raised to
+// its hard limit at start, util/open_files.h), less a reserve for model and
+// cache files, upstream sockets and the probe port.
+int OpenConnectionsBound() {
+  rlimit l{};
+  if (getrlimit(RLIMIT_NOFILE, &l) != 0 || l.rlim_cur == RLIM_INFINITY) return 0;
+  const auto soft = static_cast<int64_t>(std::min<rlim_t>(l.rlim_cur, 1 << 30));
+  return static_cast<int>(soft > 2048 ? soft - 512 : soft / 2);
+}
+
 bool IsProbePath(const std::string& path) {
   return path == "/health" || path == "/livez" || path == "/metrics";
 }
@@ -194,41 +207,41 @@ HttpServer::HttpServer(const serve::ServeConfig& config, std::vector<std::string
       metrics_(metrics),
       deadlines_(std::make_unique<RequestDeadlines>(config.header_timeout, config.body_timeout)),
       probe_deadlines_(config.probe_port >= 0 ? std::make_unique<RequestDeadlines>(2, 2) : nullptr),
-      http_(std::make_unique<httplib::Server>()),
+      http_(std::make_unique<GatedServer>()),
       probe_http_(config.probe_port >= 0 ? std::make_unique<httplib::Server>() : nullptr) {
   origins_.loopback_bind = IsLoopbackName(HostName(config_.host));
   origins_.allowed_hosts = serve::SplitComma(config_.allowed_hosts);
   origins_.allowed_origins = serve::SplitComma(config_.allowed_origins);
   if (!config_.cors_origin.empty()) origins_.allowed_origins.push_back(config_.cors_origin);
-  // Every connection holds a worker thread while it lives (a stream, a
-  // queued request, an idle keep-alive). The pool keeps enough warm for the
-  // slots and the router's upstream streams (AddWorkers, read when Run
-  // starts) and grows on demand to --max-connections plus a reserve: past
-  // the bound, API requests get 503 at once while /health and /metrics
-  // still find a worker.
-  http_->new_task_queue = [this] {
-    const size_t warm = std::max(32, config_.slots * 4 + config_.max_queue / 2) + extra_workers_.load();
-    const size_t most = std::max<size_t>(warm, config_.max_connections + kProbeReserve);
-    return new CountingPool(std::min(warm, most), most, /*max_queued=*/most, &connections_, deadlines_.get());
-  };
-  // Without TCP_NODELAY a response written as headers then body waits for
-  // the client's delayed ACK (40 ms on Linux) on every kept-alive connection.
-  http_->set_tcp_nodelay(true);
-  http_->set_socket_options(ListenOptions(&listen_fd_));
+  ConnectionGate::Options gate;
+  gate.header_timeout_s = config_.header_timeout;
+  gate.body_timeout_s = config_.body_timeout;
+  gate.read_timeout_s = config_.read_timeout;
+  gate.max_per_client = config_.max_connections_per_client;
+  gate.max_open = OpenConnectionsBound();
+  gate.limits.max_body = max_body_ > 0 ? max_body_ : (64u << 20);
+  gate_ = std::make_unique<ConnectionGate>(gate, [this](std::unique_ptr<GateConn>& conn) {
+    GateConn* raw = conn.get();
+    // The job owns the connection from here (it may run before enqueue returns).
+    if (!workers_->enqueue([this, raw] { ServeOnWorker(raw); })) return false;
+    conn.release();
+    return true;
+  });
   http_->set_payload_max_length(max_body_);
-  // A client silent this long while sending its request is dropped; an idle
-  // keep-alive connection is closed after 5 s (httplib's default).
-  http_->set_read_timeout(config_.read_timeout, 0);
-  http_->set_write_timeout(60, 0);
-  // httplib closes a kept-alive connection after 100 requests: a gateway in
-  // front would reconnect every 100th request. The idle timeout and
-  // --max-connections bound what a connection holds.
+  // Only for the Keep-Alive header httplib writes: the gate closes an idle
+  // connection after 5 s and counts no requests (a gateway in front would
+  // otherwise reconnect every 100th).
+  http_->set_keep_alive_timeout(5);
   http_->set_keep_alive_max_count(100000);
   Routes();
   if (probe_http_) ProbeRoutes();
 }
 
 HttpServer::~HttpServer() {
+  // Workers first: each gives its connection back to the gate (which closes
+  // it once stopped), and reads deadlines_.
+  if (gate_) gate_->Stop();
+  if (workers_) workers_->shutdown();
   if (probe_http_) probe_http_->stop();
   if (probe_thread_.joinable()) probe_thread_.join();
 }
@@ -256,9 +269,21 @@ void HttpServer::WriteMetrics(httplib::Response& res) const {
   body += serve::FamilyHeader("hone_server_draining", "gauge",
                               "1 once SIGTERM began a drain: new requests get 503") +
           "hone_server_draining " + (draining_.load() ? "1" : "0") + "\n";
+  const ConnectionGate::Stats gate = gate_->stats();
   body += serve::FamilyHeader("hone_http_request_deadline_closed_total", "counter",
                               "Connections closed because a request's headers or body came too slowly") +
-          "hone_http_request_deadline_closed_total " + std::to_string(deadlines_->dropped()) + "\n";
+          "hone_http_request_deadline_closed_total " + std::to_string(deadlines_->dropped() + gate.deadline_closed) +
+          "\n";
+  body += serve::FamilyHeader("hone_http_connections_open", "gauge",
+                              "Client connections open on the API port (waiting for a request or being served)") +
+          "hone_http_connections_open " + std::to_string(gate.open) + "\n";
+  body += serve::FamilyHeader("hone_http_connections_waiting", "gauge",
+                              "Connections whose request is not yet whole (held by the event loop, not a worker)") +
+          "hone_http_connections_waiting " + std::to_string(gate.waiting) + "\n";
+  body += serve::FamilyHeader("hone_http_connections_refused_total", "counter",
+                              "Connections refused at accept: per client address, or past the open-files bound") +
+          "hone_http_connections_refused_total{reason=\"per_client\"} " + std::to_string(gate.refused_per_client) +
+          "\nhone_http_connections_refused_total{reason=\"open_files\"} " + std::to_string(gate.refused_full) + "\n";
   if (router_metrics_) router_metrics_(&body);
   res.set_content(body, "text/plain; version=0.0.4");
 }
@@ -535,14 +560,17 @@ void HttpServer::Routes() {
 }
 
 Result<int> HttpServer::Bind() {
-  int port = config_.port == 0 ? http_->bind_to_any_port(config_.host) : config_.port;
-  if (config_.port != 0 && !http_->bind_to_port(config_.host, config_.port)) port = -1;
-  if (port <= 0) {
+  // A burst of connects must not overflow the accept queue (the kernel would
+  // drop handshakes, retried by clients after a second): the kernel caps the
+  // backlog at net.core.somaxconn.
+  auto port = gate_->Listen(config_.host, config_.port, 65535);
+  if (!port) {
     return MakeError(ErrorCode::kIo, "cannot listen on " + config_.host + ":" + std::to_string(config_.port) +
-                                         " (in use, or not an address of this machine)");
+                                         " (" + port.error().message +
+                                         "; in use, or not an address of this machine)");
   }
-  port_ = port;
-  WidenBacklog(listen_fd_, config_.max_connections + kProbeReserve);
+  port_ = *port;
+  http_->SetOpen(gate_->listen_fd());
   if (probe_http_) {
     int probe = config_.probe_port == 0 ? probe_http_->bind_to_any_port(config_.host) : config_.probe_port;
     if (config_.probe_port != 0 && !probe_http_->bind_to_port(config_.host, config_.probe_port)) probe = -1;
@@ -557,12 +585,35 @@ Result<int> HttpServer::Bind() {
     // "starting" (503) while models load, /livez 200.
     probe_thread_ = std::thread([this] { probe_http_->listen_after_bind(); });
   }
-  return port;
+  return *port;
 }
 
-void HttpServer::Run() { http_->listen_after_bind(); }
+// Requests on a worker: warm threads for the slots and the router's upstream
+// streams (AddWorkers), growing on demand to --max-connections plus a
+// reserve: past the bound, API requests get 503 at once while /health and
+// /metrics still find a worker. Waiting connections hold none (the gate).
+void HttpServer::Run() {
+  const size_t warm = std::max(32, config_.slots * 4 + config_.max_queue / 2) + extra_workers_.load();
+  const size_t most = std::max<size_t>(warm, config_.max_connections + kProbeReserve);
+  workers_ = std::make_unique<httplib::ThreadPool>(std::min(warm, most), most, /*max_queued=*/most);
+  gate_->Run();
+}
+
+void HttpServer::ServeOnWorker(GateConn* raw) {
+  std::unique_ptr<GateConn> conn(raw);
+  connections_.fetch_add(1);
+  // The headers are in; a body still coming (one too large for the gate to
+  // hold) has --body-timeout from their end, kept by the watchdog.
+  deadlines_->Open({conn->fd, conn->headers_done_ns}, /*headers_in=*/true);
+  const bool keep = http_->ServeOne(*conn, config_.read_timeout, /*write_timeout_s=*/60);
+  deadlines_->Close();
+  connections_.fetch_sub(1);
+  gate_->Return(std::move(conn), keep);
+}
+
 void HttpServer::Stop() {
-  http_->stop();
+  http_->SetClosed();  // streams in flight end
+  gate_->Stop();
   if (probe_http_) probe_http_->stop();
 }
 

@@ -20,12 +20,16 @@
 
 namespace httplib {
 class Server;
+class ThreadPool;
 struct Response;
 }
 
 namespace hone::api {
 
 class RequestDeadlines;
+class ConnectionGate;
+class GatedServer;
+struct GateConn;
 
 class HttpServer {
  public:
@@ -70,6 +74,7 @@ class HttpServer {
  private:
   void Routes();
   void ProbeRoutes();
+  void ServeOnWorker(GateConn* conn);  // one request, then the connection goes back to the gate
   void Health(httplib::Response& res) const;
   void Live(httplib::Response& res) const;
   void WriteMetrics(httplib::Response& res) const;
@@ -89,8 +94,12 @@ class HttpServer {
   // Before http_: its workers use it until they stop.
   std::unique_ptr<RequestDeadlines> deadlines_;
   std::unique_ptr<RequestDeadlines> probe_deadlines_;  // null without --probe-port
-  std::unique_ptr<httplib::Server> http_;
-  std::unique_ptr<httplib::Server> probe_http_;  // null without --probe-port
+  // The API port: the gate reads each request whole on its own thread
+  // (connection_gate.h), then a worker of workers_ runs http_ over it.
+  std::unique_ptr<GatedServer> http_;
+  std::unique_ptr<ConnectionGate> gate_;
+  std::unique_ptr<httplib::ThreadPool> workers_;  // created by Run
+  std::unique_ptr<httplib::Server> probe_http_;   // null without --probe-port
   std::thread probe_thread_;                     // runs probe_http_'s listener
   std::atomic<int> probe_port_{0};
   std::atomic<bool> ready_{false};
@@ -105,11 +114,10 @@ class HttpServer {
   // Workers kept beyond --max-connections for probes, scrapes and the 503s
   // that refuse what is past the bound.
   static constexpr int kProbeReserve = 64;
-  std::atomic<int> connections_{0};  // API connections on a worker now (CountingPool)
+  std::atomic<int> connections_{0};  // API requests on a worker now (ServeOnWorker)
   std::atomic<int> probe_connections_{0};
   std::atomic<int> port_{0};  // bound port
-  int listen_fd_ = -1;        // the listening sockets, set while binding (ListenOptions)
-  int probe_listen_fd_ = -1;
+  int probe_listen_fd_ = -1;  // set while binding (ListenOptions)
   std::atomic<int> extra_workers_{0};
   std::function<std::string()> routes_json_;          // set before Run, then read only
   std::function<void(std::string*)> router_metrics_;  // set before Run, then read only

@@ -84,7 +84,7 @@ RequestDeadlines::Accepted RequestDeadlines::TakeAccepted() {
   return {std::exchange(t_accepted, -1), t_accepted_at};
 }
 
-void RequestDeadlines::Open(Accepted a) {
+void RequestDeadlines::Open(Accepted a, bool headers_in) {
   auto* c = new Conn;
   c->fd = a.fd;
   c->peer_len = sizeof c->peer;
@@ -92,7 +92,10 @@ void RequestDeadlines::Open(Accepted a) {
   // From the accept: a client that drips while it waits for a worker has had
   // that time. But one the server itself kept waiting gets a second on a
   // worker to show its headers (already sent, if it is an honest client).
-  c->since = std::max<int64_t>(a.at_ns, NowNs() - header_.count() + std::chrono::nanoseconds(std::chrono::seconds(1)).count());
+  c->headers_in = headers_in;
+  c->since = headers_in ? a.at_ns
+                        : std::max<int64_t>(a.at_ns, NowNs() - header_.count() +
+                                                         std::chrono::nanoseconds(std::chrono::seconds(1)).count());
   t_conn = c;
   std::lock_guard<std::mutex> lock(mu_);
   open_.insert(c);

@@ -43,8 +43,10 @@ class RequestDeadlines {
   };
   static Accepted TakeAccepted();
 
-  // On the connection's worker thread, around its whole life.
-  void Open(Accepted a);
+  // On the connection's worker thread, around its whole life (the probe
+  // port), or around one request (the API port, whose connections come from
+  // the gate with their headers in: `headers_in`, and a.at_ns their end).
+  void Open(Accepted a, bool headers_in = false);
   void Close();
   // On the worker thread, for the connection it serves (no-ops elsewhere):
   static void HeadersRead();    // the body is due by --body-timeout from now

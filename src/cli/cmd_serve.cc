@@ -21,6 +21,7 @@
 #include "serve/local_backend.h"
 #include "serve/model_pool.h"
 #include "serve/registry.h"
+#include "util/open_files.h"
 
 namespace hone::cli {
 namespace {
@@ -169,6 +170,11 @@ int Serve(const ServeArgs& a) {
     }
   }
   serve::Backend& backend = router ? static_cast<serve::Backend&>(*router) : local;
+  // Each open connection is a file descriptor: thousands of idle or slow
+  // clients need more than the usual soft limit of 1024.
+  if (const OpenFilesLimit files = RaiseOpenFilesLimit(); files.after > files.before)
+    std::fprintf(stderr, "hone serve: open-files limit raised from %llu to %llu (the hard limit)\n",
+                 static_cast<unsigned long long>(files.before), static_cast<unsigned long long>(files.after));
   api::HttpServer server(c, *keys, *max_body, backend, pool, metrics);
   server.SetAdminKeys(*admin_keys);
   if (router) {

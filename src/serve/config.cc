@@ -117,8 +117,14 @@ const std::vector<Setting>& Settings() {
       {"memory-limit", "Memory models may use (e.g. 8G; default: free memory, cgroup aware)",
        [](ServeConfig& c, const std::string& v) { return c.memory_limit = v, Status::Ok(); }},
       {"max-connections",
-       "API connections held at once (streams, queued requests, idle keep-alives); beyond it 503 + Retry-After",
+       "API requests on a worker at once (being answered, streamed or queued); beyond it 503 + Retry-After. "
+       "Connections still sending their request, or idle, hold no worker",
        [](ServeConfig& c, const std::string& v) { return Int("max-connections", v, &c.max_connections, 1); }},
+      {"max-connections-per-client",
+       "Open API connections one client address may hold (0 = no cap); beyond it 429 at accept",
+       [](ServeConfig& c, const std::string& v) {
+         return Int("max-connections-per-client", v, &c.max_connections_per_client, 0);
+       }},
       {"read-timeout", "Seconds a client may stay silent while sending its request (headers or body)",
        [](ServeConfig& c, const std::string& v) { return Int("read-timeout", v, &c.read_timeout, 1); }},
       {"header-timeout", "Seconds a client may take to send a whole request's headers (slowloris guard)",

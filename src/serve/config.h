@@ -37,7 +37,8 @@ struct ServeConfig {
   double request_timeout = 600;   // seconds
   double drain_timeout = 30;      // seconds SIGTERM lets requests in flight finish
   std::string max_body = "8M";
-  int max_connections = 1024;  // API connections held at once (streams, waits, keep-alives); beyond: 503
+  int max_connections = 1024;  // API requests on a worker at once (answered, streamed, queued); beyond: 503
+  int max_connections_per_client = 0;  // open API connections per client address (0: no cap); beyond: 429
   int read_timeout = 30;       // seconds a client may take to send a chunk of its request (headers or body)
   double header_timeout = 30;  // seconds for a whole request's headers (from accept, or the previous answer)
   double body_timeout = 120;   // seconds for a request's body, after its headers

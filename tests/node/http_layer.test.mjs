@@ -22,7 +22,11 @@ after(async () => server && server.stop());
 
 // Writes `head` then each of `parts` (stopping at the first write error), and
 // resolves with what came back and how many bytes were sent.
-function exchange(head, parts = [], { wait = 5000 } = {}) {
+function exchange(head, parts = [], options = {}) {
+  return exchangeOn(port, head, parts, options);
+}
+
+function exchangeOn(port, head, parts = [], { wait = 5000 } = {}) {
   return new Promise((resolve) => {
     const sock = net.connect(port, '127.0.0.1');
     let data = '', sent = 0, done = false;
@@ -134,37 +138,54 @@ test('a client silent past --read-timeout is dropped', async () => {
 });
 
 test('past --max-connections, API requests get 503 with Retry-After while /health and /metrics answer', async () => {
-  // Twenty connections that send half a request and wait: each holds a worker.
-  const held = [];
-  for (let i = 0; i < 20; ++i) {
-    const s = net.connect(port, '127.0.0.1');
-    s.on('error', () => {});
-    s.write('GET /v1/models HTTP/1.1\r\nHost: localhost\r\n');
-    held.push(s);
-  }
-  await sleep(300);
+  // --max-connections bounds the requests on a worker (a connection still
+  // sending its request holds none: see the slow-client tests below). Three
+  // long streams hold the three.
+  const own = await startServer(['--models', modelsDir(), '--max-connections', '3', '--slots', '2',
+                                 '--max-queue', '4', '--threads', '1']);
+  const p = Number(new URL(own.url).port);
+  const ask = (head) => exchangeOn(p, head);
+  const streams = [];
   try {
-    const refused = await exchange('GET /v1/models HTTP/1.1\r\nHost: localhost\r\n\r\n');
+    const started = [];
+    for (let i = 0; i < 3; ++i) {
+      const s = net.connect(p, '127.0.0.1');
+      s.on('error', () => {});
+      const req = JSON.stringify({ model: 'tiny', prompt: 'Once upon a time', max_tokens: 4000, temperature: 0, stream: true });
+      s.write('POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n' +
+              `Content-Length: ${req.length}\r\n\r\n${req}`);
+      started.push(new Promise((resolve) => s.once('data', resolve)));
+      streams.push(s);
+    }
+    await Promise.all(started);
+    const refused = await ask('GET /v1/models HTTP/1.1\r\nHost: localhost\r\n\r\n');
     assert.equal(refused.status, 503, refused.data);
     assert.match(refused.data, /Retry-After: 1\r\n/);
     assert.equal(body(refused.data).error.code, 'overloaded');
     assert.match(body(refused.data).error.message, /--max-connections/);
     assert.notEqual(refused.why, 'timeout', 'the refused connection was kept open');
-    const ollama = await exchange('GET /api/tags HTTP/1.1\r\nHost: localhost\r\n\r\n');
+    const ollama = await ask('GET /api/tags HTTP/1.1\r\nHost: localhost\r\n\r\n');
     assert.equal(ollama.status, 503, ollama.data);
     for (let i = 0; i < 5; ++i) {
-      const h = await healthMs();
+      const h = await healthMs(own.url);
       assert.equal(h.status, 200);
       assert.ok(h.ms < 100, `/health took ${h.ms.toFixed(0)} ms past the bound`);
     }
-    const metrics = await exchange('GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n');
+    const metrics = await ask('GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n');
     assert.equal(metrics.status, 200);
+    for (const s of streams) s.destroy();
+    // Each stream's worker sees its client gone within a token or two.
+    let back;
+    for (let i = 0; i < 50; ++i) {
+      back = await ask('GET /v1/models HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n');
+      if (back.status === 200) break;
+      await sleep(100);
+    }
+    assert.equal(back.status, 200, back.data);
   } finally {
-    for (const s of held) s.destroy();
+    for (const s of streams) s.destroy();
+    await own.stop();
   }
-  await sleep(300);
-  const back = await exchange('GET /v1/models HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n');
-  assert.equal(back.status, 200, back.data);
 });
 
 test('a burst of streaming clients past the queue: each gets 200 or 429 with Retry-After, none is dropped', async () => {

@@ -1,0 +1,240 @@
+#!/usr/bin/env node
+// Ten thousand slow connections on the API port: hone serve against
+// llama-server (the peer, built from the same pinned tree), same model, same
+// slots, same run. Issue 27 item 1.
+//
+// Each repetition starts both servers fresh (alternating which goes first),
+// warms the model with one chat, reads the server's VmRSS, then opens
+// --connections connections in three kinds, a third each:
+//   trickle  sends a request line and part of a header, then one header byte
+//            every second (a slowloris: headers that never end);
+//   drip     sends whole headers with Content-Length: 1000 and ten bytes of
+//            body, then one body byte every second;
+//   idle     connects and sends nothing; reconnected when the server closes it
+//            (both close an idle connection after 5 s), so the count stays up.
+// With them open it measures, for --seconds [20]: GET /health on a fresh
+// connection every 100 ms, and a one-token chat on a fresh connection every
+// second (each with a 5 s timeout); and VmRSS. Reported per server and rep:
+// connections the client holds open, /health and chat p50 / p99 / max and
+// the share under 100 ms, RSS growth per open connection. Then means ± 95% CI
+// and the ratio of hone's /health p99 to llama-server's.
+//
+// The load generator is one Node process on the same cores: its own timer
+// lag shows in every latency, for both servers alike.
+// Needs an open-files limit above --connections (ulimit -n).
+//
+// Usage: node bench/slow_clients.mjs [--connections 10000] [--reps 3] [--seconds 20]
+//          [--model models/qwen2.5-0.5b.Q4_K_M.gguf] [--servers hone,llama-server] [--slots 4] [--threads 2]
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+
+const root = path.resolve(import.meta.dirname, '..');
+const arg = (n, d) => { const i = process.argv.indexOf('--' + n); return i > 0 ? process.argv[i + 1] : d; };
+const HONE = arg('hone', path.join(root, 'build/hone'));
+const MODEL = path.resolve(arg('model', path.join(root, 'models/qwen2.5-0.5b.Q4_K_M.gguf')));
+const CONNECTIONS = Number(arg('connections', 10000)), REPS = Number(arg('reps', 3));
+const SECONDS = Number(arg('seconds', 20));
+const SLOTS = arg('slots', '4'), THREADS = arg('threads', '2');
+const SERVERS = arg('servers', 'hone,llama-server').split(',');
+const PEER_DIR = process.env.HONE_PEER_BIN_DIR || arg('peer-bin', '');
+const LLAMA_SERVER = PEER_DIR ? path.join(PEER_DIR, 'llama-server') : '';
+if (!fs.existsSync(MODEL)) {
+  console.error(`no model at ${MODEL}: run ./setup.sh or pass --model`);
+  process.exit(1);
+}
+if (SERVERS.includes('llama-server') && (!LLAMA_SERVER || !fs.existsSync(LLAMA_SERVER))) {
+  console.error('set HONE_PEER_BIN_DIR to the pinned llama.cpp prefix\'s bin/ (scripts/build-llama.sh prints the prefix)');
+  process.exit(1);
+}
+
+const pct = (xs, q) => { const s = [...xs].sort((a, b) => a - b); return s.length ? s[Math.min(s.length - 1, Math.floor(q * s.length))] : NaN; };
+const meanCi = (xs) => {
+  const m = xs.reduce((a, b) => a + b, 0) / xs.length;
+  const sd = Math.sqrt(xs.reduce((a, b) => a + (b - m) ** 2, 0) / Math.max(1, xs.length - 1));
+  const t = [0, 12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36][xs.length - 1] ?? 1.96;
+  return { mean: m, ci95: xs.length > 1 ? (t * sd) / Math.sqrt(xs.length) : NaN };
+};
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const rssKiB = (pid) => Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))[1]);
+
+const children = new Set();
+process.on('exit', () => { for (const p of children) p.kill('SIGKILL'); });
+for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(1));
+
+function freePort() {
+  return new Promise((resolve) => {
+    const s = http.createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => resolve(p)); });
+  });
+}
+
+async function start(kind) {
+  const port = await freePort();
+  const args = kind === 'hone'
+    ? ['serve', '-m', MODEL, '--port', String(port), '--slots', SLOTS, '--threads', THREADS, '--quiet', 'true']
+    : ['-m', MODEL, '--port', String(port), '-np', SLOTS, '-c', String(4096 * Number(SLOTS)), '-t', THREADS];
+  const proc = spawn(kind === 'hone' ? HONE : LLAMA_SERVER, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  children.add(proc);
+  let log = '';
+  proc.stderr.on('data', (d) => { log = (log + d).slice(-20000); });
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 600; ++i) {
+    if (proc.exitCode !== null) throw new Error(`${kind} exited:\n${log}`);
+    if ((await request(url + '/health')).status === 200) break;
+    await sleep(100);
+  }
+  return { kind, url, port, proc, stop: () => new Promise((r) => { proc.on('exit', r); proc.kill('SIGKILL'); children.delete(proc); }) };
+}
+
+// One request on a fresh connection; its time to the end of the answer.
+function request(url, body) {
+  const t0 = performance.now();
+  return new Promise((resolve) => {
+    const req = http.request(url, { method: body ? 'POST' : 'GET', agent: false, timeout: 5000,
+                                    headers: body ? { 'Content-Type': 'application/json' } : {} }, (res) => {
+      res.resume();
+      res.on('end', () => resolve({ status: res.statusCode, ms: performance.now() - t0 }));
+    });
+    req.on('timeout', () => { req.destroy(); resolve({ status: 'timeout', ms: performance.now() - t0 }); });
+    req.on('error', (e) => resolve({ status: e.code || 'error', ms: performance.now() - t0 }));
+    req.end(body);
+  });
+}
+
+const chatBody = JSON.stringify({ model: path.basename(MODEL, '.gguf'), max_tokens: 1, temperature: 0,
+                                  messages: [{ role: 'user', content: 'Say hello.' }] });
+const dripBody = JSON.stringify({ model: path.basename(MODEL, '.gguf'), max_tokens: 1,
+                                  messages: [{ role: 'user', content: 'x'.repeat(940) }] });
+
+// Holds `n` slow connections of the three kinds until close() is called.
+function slowClients(port, n) {
+  const socks = new Set();
+  let closing = false, reconnects = 0;
+  const open = (kind) => new Promise((resolve) => {
+    const s = net.connect(port, '127.0.0.1');
+    s.kind = kind;
+    s.on('error', () => {});
+    s.on('close', () => {
+      socks.delete(s);
+      if (!closing && kind === 'idle') { ++reconnects; open(kind); }  // keep the count up
+    });
+    s.once('connect', () => {
+      if (kind === 'trickle') s.write('POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nX-Slow: ');
+      if (kind === 'drip') {
+        s.write('POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n' +
+                `Content-Length: ${dripBody.length}\r\n\r\n${dripBody.slice(0, 10)}`);
+        s.sent = 10;
+      }
+      socks.add(s);
+      resolve();
+    });
+    s.once('error', resolve);
+  });
+  const kinds = ['trickle', 'drip', 'idle'];
+  const timer = setInterval(() => {
+    for (const s of socks) {
+      if (s.kind === 'trickle') s.write('a');
+      if (s.kind === 'drip' && s.sent < dripBody.length - 1) s.write(dripBody[s.sent++]);
+    }
+  }, 1000);
+  return {
+    async fill() {
+      for (let i = 0; i < n; i += 250)
+        await Promise.all(Array.from({ length: Math.min(250, n - i) }, (_, j) => open(kinds[(i + j) % 3])));
+    },
+    count: () => socks.size,
+    reconnects: () => reconnects,
+    close() { closing = true; clearInterval(timer); for (const s of socks) s.destroy(); },
+  };
+}
+
+async function runOne(kind) {
+  const s = await start(kind);
+  const slow = slowClients(s.port, CONNECTIONS);
+  try {
+    await request(s.url + '/v1/chat/completions', chatBody);  // loaded and warm
+    const rss0 = rssKiB(s.proc.pid);
+    const t0 = performance.now();
+    await slow.fill();
+    const fillS = (performance.now() - t0) / 1000;
+    const health = [], chat = [], held = [];
+    let rssPeak = rss0;
+    const end = performance.now() + SECONDS * 1000;
+    const chats = (async () => {
+      while (performance.now() < end) {
+        chat.push(await request(s.url + '/v1/chat/completions', chatBody));
+        await sleep(1000);
+      }
+    })();
+    while (performance.now() < end) {
+      health.push(await request(s.url + '/health'));
+      held.push(slow.count());
+      rssPeak = Math.max(rssPeak, rssKiB(s.proc.pid));
+      await sleep(100);
+    }
+    await chats;
+    const stat = (xs) => {
+      const ms = xs.map((x) => x.ms);
+      return { p50: pct(ms, 0.5), p99: pct(ms, 0.99), max: Math.max(...ms),
+               ok: xs.filter((x) => x.status === 200 && x.ms < 100).length / xs.length,
+               failed: xs.filter((x) => x.status !== 200).length };
+    };
+    const open = pct(held, 0.5);
+    return { kind, fillS, open, reconnects: slow.reconnects(), health: stat(health), chat: stat(chat),
+             rssPerConn: ((rssPeak - rss0) * 1024) / Math.max(1, open), rssGrowthMiB: (rssPeak - rss0) / 1024 };
+  } finally {
+    slow.close();
+    await s.stop();
+  }
+}
+
+const rows = [];
+for (let rep = 0; rep < REPS; ++rep) {
+  const order = (rep % 2 ? ['llama-server', 'hone'] : ['hone', 'llama-server']).filter((k) => SERVERS.includes(k));
+  for (const kind of order) {
+    const r = await runOne(kind);
+    rows.push({ rep, ...r });
+    console.error(`rep ${rep} ${kind}: ${r.open} open (filled in ${r.fillS.toFixed(1)} s); /health p50 ${r.health.p50.toFixed(1)} ` +
+                  `p99 ${r.health.p99.toFixed(1)} ms, ${r.health.failed} failed; chat p50 ${r.chat.p50.toFixed(0)} ` +
+                  `p99 ${r.chat.p99.toFixed(0)} ms, ${r.chat.failed} failed; RSS +${r.rssGrowthMiB.toFixed(1)} MiB`);
+  }
+}
+
+const f = (x, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : 'n/a');
+const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
+let md = `# ${CONNECTIONS} slow connections on the API port: hone serve vs llama-server\n\n`;
+md += `Machine: ${cpu}, ${os.cpus().length} logical CPUs; model ${path.basename(MODEL)}; ${SLOTS} slots, ${THREADS} threads; ` +
+      `${SECONDS} s measured per run; ${REPS} repetitions, order alternating; ${new Date().toISOString()}.\n` +
+      `Command: \`node bench/slow_clients.mjs ${process.argv.slice(2).join(' ')}\`\n\n`;
+md += 'Connections: a third trickle header bytes, a third drip body bytes (1 byte/s each), a third idle (reconnected when closed). ' +
+      '/health every 100 ms and a one-token chat every second, each on a fresh connection with a 5 s timeout ' +
+      '(a timeout counts as failed, at 5000 ms). RSS growth: peak VmRSS while they are open, less VmRSS after warm-up, per open connection.\n\n';
+md += '| rep | server | open | /health p50 / p99 / max ms | /health < 100 ms | failed | chat p50 / p99 / max ms | chat < 100 ms | failed | RSS growth | per connection |\n|---|---|---|---|---|---|---|---|---|---|---|\n';
+for (const r of rows) {
+  md += `| ${r.rep} | ${r.kind} | ${r.open} | ${f(r.health.p50)} / ${f(r.health.p99)} / ${f(r.health.max, 0)} | ${f(100 * r.health.ok)}% | ` +
+        `${r.health.failed} | ${f(r.chat.p50, 0)} / ${f(r.chat.p99, 0)} / ${f(r.chat.max, 0)} | ${f(100 * r.chat.ok)}% | ${r.chat.failed} | ` +
+        `${f(r.rssGrowthMiB)} MiB | ${f(r.rssPerConn, 0)} B |\n`;
+}
+md += '\n| server | /health p99 ms (mean ± 95% CI) | /health < 100 ms | chat p99 ms | chat < 100 ms | RSS per connection |\n|---|---|---|---|---|---|\n';
+const by = {};
+for (const kind of ['hone', 'llama-server'].filter((k) => SERVERS.includes(k))) {
+  const mine = rows.filter((r) => r.kind === kind);
+  const h = meanCi(mine.map((r) => r.health.p99)), hok = meanCi(mine.map((r) => 100 * r.health.ok));
+  const c = meanCi(mine.map((r) => r.chat.p99)), cok = meanCi(mine.map((r) => 100 * r.chat.ok));
+  const m = meanCi(mine.map((r) => r.rssPerConn));
+  by[kind] = mine;
+  md += `| ${kind} | ${f(h.mean)} ± ${f(h.ci95)} | ${f(hok.mean)}% ± ${f(hok.ci95)} | ${f(c.mean, 0)} ± ${f(c.ci95, 0)} | ` +
+        `${f(cok.mean)}% ± ${f(cok.ci95)} | ${f(m.mean, 0)} ± ${f(m.ci95, 0)} B |\n`;
+}
+if (by.hone && by['llama-server']) {
+  const ratio = meanCi(by.hone.map((r, i) => r.health.p99 / by['llama-server'][i].health.p99));
+  md += `\nhone / llama-server /health p99, per repetition: ${f(ratio.mean, 3)} ± ${f(ratio.ci95, 3)}.\n`;
+}
+const out = path.join(root, 'bench/results', `slow_clients-vm-${new Date().toISOString().slice(0, 16).replace(/[-:]/g, '').replace('T', '-')}.md`);
+fs.mkdirSync(path.dirname(out), { recursive: true });
+fs.writeFileSync(out, md);
+console.log(md);
+console.error(`written to ${out}`);
