@@ -6,7 +6,9 @@
 #      (official openai, ollama, @anthropic-ai/sdk clients) against its hone.
 #   2. TSan build (build-tsan/): the scheduler and model-pool tests, the
 #      upstream HTTP client's (each call is driven by whichever thread reads
-#      it), and the SQLite ledger's (the journal's writer thread).
+#      it), the SQLite ledger's (the journal's writer thread), the connection
+#      gate's (its epoll thread and the workers that give connections back),
+#      and the slow-client and HTTP-layer node tests against its hone.
 # llama.cpp itself stays the uninstrumented pinned build: these check hone.
 #
 # Usage: scripts/sanitize.sh [asan|tsan|all]   (JOBS may be set)
@@ -93,7 +95,7 @@ fi
 if [ "$WHAT" = tsan ] || [ "$WHAT" = all ]; then
   echo "[sanitize] TSan build in build-tsan (scheduler, pool and HTTP client tests)" >&2
   configure build-tsan "-fsanitize=thread"
-  cmake --build build-tsan -j "$JOBS" --target serve_tests route_tests ledger_tests >"$LOG_DIR/tsan-build.log" 2>&1 ||
+  cmake --build build-tsan -j "$JOBS" --target serve_tests route_tests ledger_tests api_tests hone >"$LOG_DIR/tsan-build.log" 2>&1 ||
     { tail -30 "$LOG_DIR/tsan-build.log"; exit 1; }
   set +e
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp" \
@@ -105,6 +107,14 @@ if [ "$WHAT" = tsan ] || [ "$WHAT" = all ]; then
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp" \
     build-tsan/tests/ledger_tests --gtest_filter='*sqlite*' >>"$LOG_DIR/tsan-route.log" 2>&1
   rc_route=$((rc_route | $?))
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp" \
+    build-tsan/tests/api_tests --gtest_filter='ConnectionGate.*:RequestFraming.*:LingeringClose*' >"$LOG_DIR/tsan-gate.log" 2>&1
+  rc_gate=$?
+  (cd tests/node && HONE_BINARY=../../build-tsan/hone HONE_TEST_TMP="$LOG_DIR/node-tsan-tmp" \
+     TSAN_OPTIONS="second_deadlock_stack=1:suppressions=$SUPP/tsan.supp:log_path=$LOG_DIR/tsan-report" \
+     node --test --test-concurrency=1 slow_clients.test.mjs http_layer.test.mjs lingering_close.test.mjs \
+     >"$LOG_DIR/tsan-node.log" 2>&1)
+  rc_gate=$((rc_gate | $?))
   set -e
   summary=$(grep -E "^\[  (PASSED|FAILED)  \]" "$LOG_DIR/tsan.log" | tr '\n' ' ' || true)
   races=$(grep -c "WARNING: ThreadSanitizer" "$LOG_DIR/tsan.log" || true)
@@ -112,7 +122,15 @@ if [ "$WHAT" = tsan ] || [ "$WHAT" = all ]; then
   summary=$(grep -E "^\[  (PASSED|FAILED)  \]" "$LOG_DIR/tsan-route.log" | tr '\n' ' ' || true)  # two binaries
   races=$(grep -c "WARNING: ThreadSanitizer" "$LOG_DIR/tsan-route.log" || true)
   row "TSan" "route_tests: HttpClient.*; ledger_tests: the SQLite LedgerTest.* (the journal's writer thread)" "${summary:-no summary}; reports: $races" "$LOG_DIR/tsan-route.log"
-  [ $rc -eq 0 ] && [ $rc_route -eq 0 ] || FAILED=1
+  summary=$(grep -E "^\[  (PASSED|FAILED)  \]" "$LOG_DIR/tsan-gate.log" | tr '\n' ' ' || true)
+  races=$(grep -c "WARNING: ThreadSanitizer" "$LOG_DIR/tsan-gate.log" || true)
+  pass=$(grep -E "^# pass" "$LOG_DIR/tsan-node.log" | awk '{print $3}' || true)
+  fail=$(grep -E "^# fail" "$LOG_DIR/tsan-node.log" | awk '{print $3}' || true)
+  reports=$(ls "$LOG_DIR" | grep -c '^tsan-report\.' || true)
+  [ "$reports" = 0 ] || for f in "$LOG_DIR"/tsan-report.*; do echo; echo "$f:"; head -40 "$f"; done >>"$LOG_DIR/tsan-node.log"
+  row "TSan" "api_tests: ConnectionGate.*, RequestFraming.*, LingeringClose*; node: slow_clients, http_layer, lingering_close against build-tsan/hone" \
+      "${summary:-no summary}; reports: $races; node ${pass:-?} passed, ${fail:-?} failed, reports from the servers: $reports" "$LOG_DIR/tsan-gate.log"
+  [ $rc -eq 0 ] && [ $rc_route -eq 0 ] && [ $rc_gate -eq 0 ] && [ "$reports" = 0 ] || FAILED=1
 fi
 
 echo >>"$OUT"

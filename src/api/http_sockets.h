@@ -1,6 +1,7 @@
-// The API port's sockets and workers, as cpp-httplib takes them: the
+// The probe port's sockets and workers, as cpp-httplib takes them: the
 // listening socket's options and backlog, and the worker pool that counts
-// the connections it holds. Private to http_server.cc.
+// the connections it holds. (The API port's connections come from the
+// connection gate, connection_gate.h.) Private to the HTTP server's files.
 #pragma once
 
 #include <httplib.h>
