@@ -108,7 +108,7 @@ if [ "$WHAT" = tsan ] || [ "$WHAT" = all ]; then
     build-tsan/tests/ledger_tests --gtest_filter='*sqlite*' >>"$LOG_DIR/tsan-route.log" 2>&1
   rc_route=$((rc_route | $?))
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp" \
-    build-tsan/tests/api_tests --gtest_filter='ConnectionGate.*:RequestFraming.*:LingeringClose*' >"$LOG_DIR/tsan-gate.log" 2>&1
+    build-tsan/tests/api_tests --gtest_filter='ConnectionGate.*:RequestFraming.*' >"$LOG_DIR/tsan-gate.log" 2>&1
   rc_gate=$?
   (cd tests/node && HONE_BINARY=../../build-tsan/hone HONE_TEST_TMP="$LOG_DIR/node-tsan-tmp" \
      TSAN_OPTIONS="second_deadlock_stack=1:suppressions=$SUPP/tsan.supp:log_path=$LOG_DIR/tsan-report" \
@@ -128,7 +128,7 @@ if [ "$WHAT" = tsan ] || [ "$WHAT" = all ]; then
   fail=$(grep -E "^# fail" "$LOG_DIR/tsan-node.log" | awk '{print $3}' || true)
   reports=$(ls "$LOG_DIR" | grep -c '^tsan-report\.' || true)
   [ "$reports" = 0 ] || for f in "$LOG_DIR"/tsan-report.*; do echo; echo "$f:"; head -40 "$f"; done >>"$LOG_DIR/tsan-node.log"
-  row "TSan" "api_tests: ConnectionGate.*, RequestFraming.*, LingeringClose*; node: slow_clients, http_layer, lingering_close against build-tsan/hone" \
+  row "TSan" "api_tests: ConnectionGate.*, RequestFraming.*; node: slow_clients, http_layer, lingering_close against build-tsan/hone" \
       "${summary:-no summary}; reports: $races; node ${pass:-?} passed, ${fail:-?} failed, reports from the servers: $reports" "$LOG_DIR/tsan-gate.log"
   [ $rc -eq 0 ] && [ $rc_route -eq 0 ] && [ $rc_gate -eq 0 ] && [ "$reports" = 0 ] || FAILED=1
 fi

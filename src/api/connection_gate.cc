@@ -28,8 +28,11 @@ int64_t NowNs() {
 
 int64_t Ns(double seconds) { return static_cast<int64_t>(seconds * 1e9); }
 
-constexpr int64_t kLingerNs = 2'000'000'000;      // a closing connection's last reads...
-constexpr size_t kLingerBytes = 8u << 20;         // ...and how much of them
+// A closing connection's last reads, as nginx's lingering_close: at most
+// 10 s, ended by 2 s of silence, at most 64 MiB.
+constexpr int64_t kLingerTotalNs = 10'000'000'000;
+constexpr int64_t kLingerQuietNs = 2'000'000'000;
+constexpr size_t kLingerBytes = 64u << 20;
 constexpr int64_t kLogWindowNs = 10'000'000'000;  // deadline log lines: at most...
 constexpr int kLogsPerWindow = 5;                 // ...this many per window
 
@@ -156,7 +159,18 @@ void ConnectionGate::Run() {
       }
     }
     Expire(now);
+    if (accept_paused_until_ns_ && now >= accept_paused_until_ns_) {
+      accept_paused_until_ns_ = 0;
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.fd = listen_fd_;
+      epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+    }
   }
+  // No more connections: a client would otherwise complete its handshake
+  // into the backlog and wait there for nothing.
+  ::close(listen_fd_);
+  listen_fd_ = -1;
   for (auto& [fd, c] : conns_) {
     ::close(fd);
     open_.fetch_sub(1);
@@ -196,6 +210,7 @@ ConnectionGate::Stats ConnectionGate::stats() const {
 }
 
 void ConnectionGate::AcceptAll(int64_t now) {
+  if (spare_fd_ < 0) spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   while (true) {
     sockaddr_storage peer{};
     socklen_t len = sizeof peer;
@@ -215,6 +230,12 @@ void ConnectionGate::AcceptAll(int64_t now) {
         }
         spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
         continue;
+      }
+      if (errno == EMFILE || errno == ENFILE) {
+        // No spare either: stop watching the listening socket for a moment
+        // rather than spin on it (it stays readable).
+        epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+        accept_paused_until_ns_ = now + 100'000'000;
       }
       return;  // EAGAIN: the backlog is empty
     }
@@ -239,11 +260,13 @@ void ConnectionGate::Admit(int fd, const std::string& ip, int port, int64_t now)
   int& mine = per_client_[ip];
   ++mine;
   if (options_.max_open > 0 && open_.load() > options_.max_open) {
+    // Past the descriptor budget: no linger (it would hold the descriptor).
     refused_full_.fetch_add(1);
-    return Refuse(std::move(c), 503,
-                  "the server holds " + std::to_string(options_.max_open) +
-                      " open connections (its open-files limit); retry shortly",
-                  now);
+    SendAnswer(fd, 503,
+               "the server holds " + std::to_string(options_.max_open) +
+                   " open connections (its open-files limit); retry shortly");
+    CloseNow(c.get());
+    return;
   }
   if (options_.max_per_client > 0 && mine > options_.max_per_client) {
     refused_per_client_.fetch_add(1);
@@ -264,7 +287,8 @@ void ConnectionGate::Watch(std::unique_ptr<GateConn> c, int64_t now) {
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, raw->fd, &ev);
   conns_[raw->fd] = std::move(c);
   if (!raw->lingering) waiting_.fetch_add(1);
-  int64_t deadline = raw->lingering ? now + kLingerNs : raw->request_since_ns + Ns(options_.idle_timeout_s);
+  int64_t deadline = raw->lingering ? std::min(raw->request_since_ns + kLingerTotalNs, now + kLingerQuietNs)
+                                    : raw->request_since_ns + Ns(options_.idle_timeout_s);
   SetDeadline(raw, deadline);
   // Bytes that came before the epoll registration are reported by it (ADD
   // polls the socket), and pipelined bytes already here are examined now.
@@ -298,6 +322,7 @@ void ConnectionGate::OnReadable(int fd, int64_t now) {
     if (n > 0) {
       if (c->lingering) {  // discarded, up to a bound: then the reset is the client's doing
         c->consumed += static_cast<size_t>(n);
+        SetDeadline(c, std::min(c->request_since_ns + kLingerTotalNs, now + kLingerQuietNs));
         if (c->consumed <= kLingerBytes) continue;
         std::unique_ptr<GateConn> done = std::move(it->second);
         conns_.erase(it);
@@ -352,11 +377,15 @@ void ConnectionGate::Examine(std::unique_ptr<GateConn>& c, int64_t now) {
   raw->lingering = true;     // not counted as waiting any more
   SendAnswer(raw->fd, 503, "every worker is busy; retry shortly");
   ::shutdown(raw->fd, SHUT_WR);
+  raw->bytes.clear();
+  raw->bytes.shrink_to_fit();
+  raw->consumed = 0;
+  raw->request_since_ns = now;
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
   ev.data.fd = raw->fd;
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, raw->fd, &ev);
-  SetDeadline(raw, now + kLingerNs);
+  SetDeadline(raw, now + kLingerQuietNs);
 }
 
 void ConnectionGate::Expire(int64_t now) {
@@ -428,7 +457,8 @@ void ConnectionGate::Linger(std::unique_ptr<GateConn> c, int64_t now) {
   c->lingering = true;
   c->bytes.clear();
   c->bytes.shrink_to_fit();
-  c->consumed = 0;  // now: bytes discarded
+  c->consumed = 0;            // now: bytes discarded
+  c->request_since_ns = now;  // now: when the linger began
   Watch(std::move(c), now);
 }
 

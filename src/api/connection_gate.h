@@ -121,6 +121,7 @@ class ConnectionGate {
   int epoll_fd_ = -1;
   int wake_fd_ = -1;   // eventfd: a return or Stop
   int spare_fd_ = -1;  // given up to accept and close one connection when out of file descriptors
+  int64_t accept_paused_until_ns_ = 0;  // out of descriptors, spare too: not watching the listener until then
   // Loop thread only: the connections in the gate, by fd; their deadlines;
   // open connections per client address (gate and workers).
   std::unordered_map<int, std::unique_ptr<GateConn>> conns_;

@@ -191,7 +191,8 @@ TEST(ConnectionGate, PastThePerClientCapTheConnectionGets429) {
   ::close(held[0]);
   // The close is seen; a new connection is served.
   std::string served;
-  for (int i = 0; i < 50 && served.empty(); ++i) {
+  for (int i = 0; i < 100 && served.empty(); ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     const int fd = Connect(g.port());
     Send(fd, "GET / HTTP/1.1\r\n\r\n");
     served = Read(fd, Answer("GET / HTTP/1.1\r\n\r\n").size(), 500);

@@ -19,7 +19,6 @@
 #include "api/gated_server.h"
 #include "api/http_sockets.h"
 #include "api/json_fields.h"
-#include "api/lingering_close.h"
 #include "api/ollama_codec.h"
 #include "api/ollama_local.h"
 #include "api/openai_codec.h"
@@ -133,29 +132,23 @@ bool BodyLeftUnread(const httplib::Request& req) {
   return req.get_header_value_u64("Content-Length") > 0 || req.has_header("Transfer-Encoding");
 }
 
-// httplib keeps a connection open after an error unless a write fails, even
-// when it says "Connection: close": a refused client past the connection
-// bound or during a drain must give its worker back, so the body goes out
-// through a provider that reports failure once it has written everything.
-// When the request's body was not read (refused on its headers), the socket
-// lingers after the answer (lingering_close.h), or a client still sending
-// would get a reset instead of it.
-void CloseAfterwards(const httplib::Request& req, httplib::Response& res) {
+// The connection closes after this answer, even when httplib would keep it
+// (a refusal past the connection bound or during a drain says "Connection:
+// close" with a status below 400 in no case, but keep it explicit): the body
+// goes out through a provider that reports failure once it has written
+// everything, so the worker gives the connection back to be closed. The gate
+// then lingers over what the client still sends (a body refused unread), as
+// nginx's lingering_close, so the client reads this answer instead of a reset.
+void CloseAfterwards(const httplib::Request&, httplib::Response& res) {
   auto body = std::make_shared<std::string>(std::move(res.body));
   const std::string type = res.get_header_value("Content-Type");
-  const bool linger = BodyLeftUnread(req);
   res.body.clear();
   res.headers.erase("Content-Type");  // set_content_provider adds it again
   t_req.closing = true;
-  res.set_content_provider(
-      body->size(), type, [body, linger](size_t offset, size_t, httplib::DataSink& sink) {
-        const bool sent = sink.write(body->data() + offset, body->size() - offset);
-        if (sent && linger) {
-          RequestDeadlines::RequestRead();  // bounded by the linger's own limits, not --body-timeout
-          LingerAfterAnswer(RequestDeadlines::Socket());
-        }
-        return false;
-      });
+  res.set_content_provider(body->size(), type, [body](size_t offset, size_t, httplib::DataSink& sink) {
+    sink.write(body->data() + offset, body->size() - offset);
+    return false;
+  });
 }
 
 // Has the client gone away? httplib's check peeks at the socket (a FIN or
@@ -223,7 +216,12 @@ HttpServer::HttpServer(const serve::ServeConfig& config, std::vector<std::string
   gate_ = std::make_unique<ConnectionGate>(gate, [this](std::unique_ptr<GateConn>& conn) {
     GateConn* raw = conn.get();
     // The job owns the connection from here (it may run before enqueue returns).
-    if (!workers_->enqueue([this, raw] { ServeOnWorker(raw); })) return false;
+    try {
+      if (!workers_->enqueue([this, raw] { ServeOnWorker(raw); })) return false;
+    } catch (const std::system_error&) {
+      // The job was queued, but no new thread could be made: a running
+      // worker will take it.
+    }
     conn.release();
     return true;
   });
@@ -523,7 +521,10 @@ void HttpServer::ServeOnWorker(GateConn* raw) {
   connections_.fetch_add(1);
   // The headers are in; a body still coming (one too large for the gate to
   // hold) has --body-timeout from their end, kept by the watchdog.
-  deadlines_->Open({conn->fd, conn->headers_done_ns}, /*headers_in=*/true);
+  // (A header block too large for the gate is handed over unfinished: its
+  // --header-timeout counts from the request's start.)
+  const bool headers_in = conn->headers_done_ns != 0;
+  deadlines_->Open({conn->fd, headers_in ? conn->headers_done_ns : conn->request_since_ns}, headers_in);
   const bool keep = http_->ServeOne(*conn, config_.read_timeout, /*write_timeout_s=*/60);
   deadlines_->Close();
   connections_.fetch_sub(1);

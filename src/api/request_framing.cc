@@ -73,24 +73,22 @@ Verdict RequestFraming::Examine(std::string_view bytes, const Limits& limits) {
   return Verdict::kComplete;
 }
 
-// Finds the blank line that ends the header block (CRLF CRLF, or bare LFs,
-// which the parser also takes), then reads the framing headers.
+// Finds the blank line that ends the header block: CRLF CRLF only, as the
+// parser reads lines (without CPPHTTPLIB_ALLOW_LF_AS_LINE_TERMINATOR): a
+// request the gate took as whole on bare LFs would leave the parser reading
+// from the socket on a worker. Then reads the framing headers.
 Verdict RequestFraming::ReadHeaders(std::string_view bytes, const Limits& limits) {
-  size_t from = header_scan_ >= 2 ? header_scan_ - 2 : 0;
-  size_t end = 0;
-  for (size_t nl = bytes.find('\n', from); nl != std::string_view::npos; nl = bytes.find('\n', nl + 1)) {
-    if (nl + 1 < bytes.size() && bytes[nl + 1] == '\n')
-      end = nl + 2;
-    else if (nl + 2 < bytes.size() && bytes[nl + 1] == '\r' && bytes[nl + 2] == '\n')
-      end = nl + 3;
-    if (end) break;
-  }
+  const size_t from = header_scan_ >= 3 ? header_scan_ - 3 : 0;
+  const size_t found = bytes.find("\r\n\r\n", from);
+  const size_t end = found == std::string_view::npos ? 0 : found + 4;
   header_scan_ = bytes.size();
   if (!end) return bytes.size() > limits.max_header ? Verdict::kHandOver : Verdict::kNeedMore;
   if (end > limits.max_header) return Verdict::kHandOver;
   header_end_ = end;
   bool has_length = false;
   size_t line_start = bytes.find('\n') + 1;  // past the request line
+  // "Expect: 100-continue" is ignored in HTTP/1.0 (RFC 9110 10.1.1), as the parser does.
+  const bool http10 = bytes.substr(0, line_start).find("HTTP/1.0") != std::string_view::npos;
   while (line_start < end) {
     size_t nl = bytes.find('\n', line_start);
     std::string_view line = bytes.substr(line_start, nl - line_start);
@@ -109,7 +107,8 @@ Verdict RequestFraming::ReadHeaders(std::string_view bytes, const Limits& limits
       if (v.size() < 7 || v.compare(v.size() - 7, 7, "chunked") != 0) return Verdict::kHandOver;
       chunked_ = true;
     } else if (SameName(name, "Expect")) {
-      expects_continue_ = Lower(value).find("100-continue") != std::string::npos;
+      expects_continue_ =
+          expects_continue_ || (!http10 && Lower(value).find("100-continue") != std::string::npos);
     }
   }
   if (chunked_ && has_length && content_length_ > 0) return Verdict::kHandOver;  // ambiguous: a 400
@@ -117,28 +116,22 @@ Verdict RequestFraming::ReadHeaders(std::string_view bytes, const Limits& limits
 }
 
 // Walks the chunks from chunk_at_: size line, data, CRLF; a size of 0 ends
-// the body, and the trailer section ends with a blank line.
+// the body, and the trailer section ends with a blank line. Lines end with
+// CRLF only (as the parser's). The bytes on the wire are bounded as well as
+// the data: chunk extensions and trailers may not grow without end.
 Verdict RequestFraming::ReadChunks(std::string_view bytes, const Limits& limits) {
   constexpr size_t kMaxSizeLine = 1024;
-  while (true) {
+  if (bytes.size() > header_end_ + limits.max_body + limits.max_header) return Verdict::kHandOver;
+  while (trailer_at_ == 0) {
     const size_t nl = bytes.find('\n', chunk_at_);
     if (nl == std::string_view::npos)
       return bytes.size() - chunk_at_ > kMaxSizeLine ? Verdict::kHandOver : Verdict::kNeedMore;
+    if (nl - chunk_at_ > kMaxSizeLine || nl == chunk_at_ || bytes[nl - 1] != '\r') return Verdict::kHandOver;
     uint64_t size = 0;
-    if (!ParseChunkSize(bytes.substr(chunk_at_, nl - chunk_at_), &size)) return Verdict::kHandOver;
+    if (!ParseChunkSize(bytes.substr(chunk_at_, nl - 1 - chunk_at_), &size)) return Verdict::kHandOver;
     if (size == 0) {
-      // Trailer lines, then a blank line.
-      size_t line = nl + 1;
-      while (true) {
-        const size_t next = bytes.find('\n', line);
-        if (next == std::string_view::npos)
-          return bytes.size() - line > limits.max_header ? Verdict::kHandOver : Verdict::kNeedMore;
-        if (next == line || (next == line + 1 && bytes[line] == '\r')) {
-          request_end_ = next + 1;
-          return Verdict::kComplete;
-        }
-        line = next + 1;
-      }
+      trailer_at_ = nl + 1;
+      break;
     }
     if (body_bytes_ + size > limits.max_body) return Verdict::kHandOver;  // a 413
     const size_t data_end = nl + 1 + static_cast<size_t>(size);
@@ -146,6 +139,17 @@ Verdict RequestFraming::ReadChunks(std::string_view bytes, const Limits& limits)
     if (bytes[data_end] != '\r' || bytes[data_end + 1] != '\n') return Verdict::kHandOver;
     body_bytes_ += size;
     chunk_at_ = data_end + 2;
+  }
+  // Trailer lines, then a blank line; trailer_at_ is where the next line begins.
+  while (true) {
+    const size_t nl = bytes.find('\n', trailer_at_);
+    if (nl == std::string_view::npos) return Verdict::kNeedMore;  // bounded by the check above
+    if (nl == trailer_at_ || bytes[nl - 1] != '\r') return Verdict::kHandOver;
+    if (nl == trailer_at_ + 1) {
+      request_end_ = nl + 1;
+      return Verdict::kComplete;
+    }
+    trailer_at_ = nl + 1;
   }
 }
 

@@ -50,6 +50,7 @@ class RequestFraming {
   bool chunked_ = false;
   bool expects_continue_ = false;
   size_t chunk_at_ = 0;      // chunked: where the next chunk's size line begins
+  size_t trailer_at_ = 0;    // chunked, after the last chunk: where the next trailer line begins
   uint64_t body_bytes_ = 0;  // chunked: data bytes seen so far
   size_t request_end_ = 0;
 };

@@ -35,10 +35,13 @@ struct ServeArgs {
 
 // SIGTERM / SIGINT: the first asks for a drain (done by a thread, since a
 // signal handler may do next to nothing); a second exits at once.
-volatile std::sig_atomic_t g_stop = 0;
+// Set by the signal handler, read by the drain thread: a lock-free atomic is
+// both async-signal-safe and race-free (a sig_atomic_t is only the first).
+std::atomic<int> g_stop{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 void OnSignal(int) {
-  if (g_stop) _exit(1);
-  g_stop = 1;
+  if (g_stop.load()) _exit(1);
+  g_stop.store(1);
 }
 // SIGHUP: reload the router's keys (read by the router's health thread).
 std::atomic<bool> g_reload{false};
@@ -236,7 +239,7 @@ int Serve(const ServeArgs& a) {
   std::signal(SIGPIPE, SIG_IGN);
   std::atomic<bool> served{false};
   std::thread drainer([&] {
-    while (!g_stop && !served.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    while (!g_stop.load() && !served.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (served.load()) return;
     std::fprintf(stderr, "hone serve: draining (up to %.0f s; a second signal stops at once)\n",
                  c.drain_timeout);
