@@ -28,6 +28,8 @@ void LogChoice(const std::string& model, const serve::ChoiceResult& r, bool clie
   if (!r.route.empty()) log->route = r.route;
   log->prompt_tokens += r.usage.prompt_tokens;
   log->completion_tokens += r.usage.completion_tokens;
+  log->draft_tokens += r.usage.draft_tokens;
+  log->accepted_tokens += r.usage.accepted_tokens;
   if (log->ttft_ms < 0 && r.ttft_s) log->ttft_ms = *r.ttft_s * 1000;
   if (log->queue_ms < 0) log->queue_ms = r.queue_s * 1000;
   log->finish = serve::FinishReasonName(r.finish);

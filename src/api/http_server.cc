@@ -64,6 +64,10 @@ void WriteLogLine() {
   if (!l.model.empty()) j["model"] = l.model;
   if (l.prompt_tokens) j["prompt_tokens"] = l.prompt_tokens;
   if (l.completion_tokens) j["completion_tokens"] = l.completion_tokens;
+  if (l.draft_tokens) {  // speculative decoding: how many drafts the answer kept
+    j["draft_tokens"] = l.draft_tokens;
+    j["accepted_tokens"] = l.accepted_tokens;
+  }
   if (l.ttft_ms >= 0) j["ttft_ms"] = l.ttft_ms;
   if (!l.route.empty()) j["route"] = l.route;
   if (l.queue_ms >= 0) j["queue_ms"] = l.queue_ms;

@@ -38,6 +38,7 @@ struct RequestLog {
   std::string model;
   int prompt_tokens = 0;
   int completion_tokens = 0;
+  int draft_tokens = 0, accepted_tokens = 0;  // speculative decoding (--spec)
   double ttft_ms = -1;
   double queue_ms = -1;
   std::string finish;

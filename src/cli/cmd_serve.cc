@@ -15,6 +15,7 @@
 
 #include "api/http_server.h"
 #include "cli/commands.h"
+#include "engine/drafter.h"
 #include "engine/gguf_file.h"
 #include "route/router.h"
 #include "serve/config.h"
@@ -83,6 +84,7 @@ Result<serve::PoolOptions> PoolOptionsFrom(const serve::ServeConfig& c) {
   serve::PoolOptions p;
   serve::SchedulerOptions& s = p.scheduler;
   s.slots = c.slots, s.ctx_per_slot = c.ctx, s.batch = c.batch, s.prefill_chunk = c.prefill_chunk;
+  s.spec = c.spec, s.spec_max = c.spec_max, s.spec_ngram = c.spec_ngram, s.spec_min_gain = c.spec_min_gain;
   s.max_queue = c.max_queue, s.threads = c.threads, s.kv_type = c.kv_type;
   s.nice = c.inference_nice;
   auto fa = engine::ParseFlashAttn(c.flash_attn);
@@ -123,6 +125,10 @@ int Serve(const ServeArgs& a) {
   const serve::ServeConfig& c = *config;
   auto pool_opts = PoolOptionsFrom(c);
   if (!pool_opts) return Fail(pool_opts.error().ToString(), 2);
+  // A speculation mode is checked now, not at the first model load.
+  if (c.spec != "none") {
+    if (auto d = engine::Drafter::Create(c.spec, 1, c.spec_ngram); !d) return Fail("spec: " + d.error().message, 2);
+  }
   auto max_body = serve::ParseBytes(c.max_body);
   if (!max_body) return Fail("max-body: " + max_body.error().message, 2);
   auto keys = serve::LoadApiKeys(c);

@@ -6,6 +6,8 @@ Usage& Usage::operator+=(const Usage& o) {
   prompt_tokens += o.prompt_tokens;
   cached_tokens += o.cached_tokens;
   completion_tokens += o.completion_tokens;
+  draft_tokens += o.draft_tokens;
+  accepted_tokens += o.accepted_tokens;
   estimated = estimated || o.estimated;
   return *this;
 }

@@ -129,6 +129,8 @@ struct Usage {
   int prompt_tokens = 0;
   int cached_tokens = 0;  // of prompt_tokens, reused from a prefix cache
   int completion_tokens = 0;
+  int draft_tokens = 0;     // speculative decoding (--spec): tokens drafted...
+  int accepted_tokens = 0;  // ...and kept
   bool estimated = false;  // the backend reported no usage: these are hone's counts
   Usage& operator+=(const Usage& o);
 };

@@ -28,6 +28,16 @@ Status Int(const std::string& name, const std::string& v, int* out, int min) {
                    name + ": '" + v + "' is not an integer >= " + std::to_string(min));
 }
 
+Status Fraction(const std::string& name, const std::string& v, double* out) {
+  try {
+    size_t used = 0;
+    const double d = std::stod(v, &used);
+    if (used == v.size() && d >= 0 && d <= 1) return *out = d, Status::Ok();
+  } catch (...) {
+  }
+  return MakeError(ErrorCode::kInvalidArgument, name + ": '" + v + "' is not a number within [0, 1]");
+}
+
 // Whole seconds, at least 1: the watchdog checks twice a second.
 Status Seconds(const std::string& name, const std::string& v, double* out) {
   int s = 0;
@@ -95,6 +105,18 @@ const std::vector<Setting>& Settings() {
        [](ServeConfig& c, const std::string& v) { return Int("batch", v, &c.batch, 1); }},
       {"prefill-chunk", "Most prompt tokens per step while other streams run",
        [](ServeConfig& c, const std::string& v) { return Int("prefill-chunk", v, &c.prefill_chunk, 1); }},
+      {"spec",
+       "Speculative decoding: none, or an n-gram drafter (ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod); "
+       "the output is unchanged, only faster where the answer repeats its context",
+       [](ServeConfig& c, const std::string& v) { return c.spec = v, Status::Ok(); }},
+      {"spec-max", "Most tokens a slot drafts per step with --spec (it adapts below this to its acceptance)",
+       [](ServeConfig& c, const std::string& v) { return Int("spec-max", v, &c.spec_max, 1); }},
+      {"spec-ngram", "Tokens the n-gram lookup of --spec matches (0 = llama.cpp's default, 12)",
+       [](ServeConfig& c, const std::string& v) { return Int("spec-ngram", v, &c.spec_ngram, 0); }},
+      {"spec-min-gain",
+       "With --spec, drafting pauses when it measures below this share of plain decoding's tokens/s "
+       "(0.97; 0 = always draft)",
+       [](ServeConfig& c, const std::string& v) { return Fraction("spec-min-gain", v, &c.spec_min_gain); }},
       {"max-queue", "Waiting requests per model before 429/503",
        [](ServeConfig& c, const std::string& v) { return Int("max-queue", v, &c.max_queue, 0); }},
       {"inference-nice",

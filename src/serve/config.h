@@ -26,6 +26,10 @@ struct ServeConfig {
   int ctx = 4096;           // context per slot
   int batch = 512;          // most tokens per decode step
   int prefill_chunk = 256;  // most prompt tokens per step while others stream
+  std::string spec = "none";  // speculative decoding: none or an n-gram drafter (engine/drafter.h)
+  int spec_max = 16;          // most draft tokens per slot and step
+  int spec_ngram = 0;         // n-gram lookup length; 0: llama.cpp's default
+  double spec_min_gain = 0.97;  // drafting pauses below this share of plain tokens/s; 0: always
   int max_queue = 64;       // waiting requests per model before 429
   int inference_nice = 5;   // niceness of decode threads: HTTP and probes go first
   int threads = 0;          // 0 = physical cores

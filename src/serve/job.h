@@ -40,6 +40,8 @@ struct JobResult {
   int prompt_tokens = 0;
   int cached_tokens = 0;  // prompt tokens reused from the prefix cache
   int completion_tokens = 0;
+  int draft_tokens = 0;     // speculative decoding: tokens drafted for it...
+  int accepted_tokens = 0;  // ...and kept
   std::string stop_sequence;  // the stop string that ended it, if one did
   JobTimings timings;
 };

@@ -21,7 +21,7 @@ Clock::time_point DeadlineAfter(double seconds) {
 // under it) or that failed is kInternal.
 ChoiceResult ChoiceResultOf(const JobResult& r) {
   ChoiceResult c;
-  c.usage = {r.prompt_tokens, r.cached_tokens, r.completion_tokens};
+  c.usage = {r.prompt_tokens, r.cached_tokens, r.completion_tokens, r.draft_tokens, r.accepted_tokens};
   c.queue_s = r.timings.queue_seconds();
   c.prompt_s = r.timings.prompt_seconds();
   c.generation_s = r.timings.gen_seconds();

@@ -65,6 +65,8 @@ constexpr FamilyInfo kFamilies[] = {
     {metric::kUnloadSeconds, "Model unload duration, seconds", false},
     {metric::kRejected, "Requests refused before they ran (busy, too long, unknown model)", false},
     {metric::kDecodeRetries, "Batched decodes that failed and were retried one sequence at a time", false},
+    {metric::kSpecDrafted, "Draft tokens decoded for speculative decoding (--spec)", false},
+    {metric::kSpecAccepted, "Draft tokens the target model kept (each one a decode step saved)", false},
     {"hone_prompt_cache_misses_total", "Admitted prompts for which neither a slot nor the prompt cache held a useful prefix", false},
     {"hone_prompt_cache_ram_hits_total", "Prompts whose prefix was restored from the RAM tier of the prompt cache", false},
     {"hone_prompt_cache_disk_hits_total", "Prompts whose prefix was restored from the disk tier of the prompt cache", false},

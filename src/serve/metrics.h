@@ -83,6 +83,9 @@ inline constexpr const char* kUnloadSeconds = "hone_model_unload_duration_second
 inline constexpr const char* kRejected = "hone_requests_rejected_total";
 // Steps whose batched decode failed and were retried one sequence at a time.
 inline constexpr const char* kDecodeRetries = "hone_decode_retries_total";
+// Speculative decoding (--spec): tokens drafted, and those the target kept.
+inline constexpr const char* kSpecDrafted = "hone_spec_draft_tokens_total";
+inline constexpr const char* kSpecAccepted = "hone_spec_accepted_tokens_total";
 // Info: block_size (tokens per KV cell: 1 in llama.cpp), num_gpu_blocks
 // (cells over all slots: the model-server protocol's label name, GPU or
 // not), slots.

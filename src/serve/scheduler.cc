@@ -63,6 +63,11 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(std::shared_ptr<engine::Mod
   } else if (opt.cache.ram_bytes > 0 || opt.cache.disk_bytes > 0) {
     s->cache_ = std::make_unique<PromptCache>(opt.cache, metrics, s->name_);
   }
+  if (opt.spec != "none" && !opt.spec.empty()) {
+    auto drafter = engine::Drafter::Create(opt.spec, opt.slots, opt.spec_ngram);
+    if (!drafter) return drafter.error();
+    s->drafter_ = std::move(*drafter);
+  }
   s->thread_ = std::thread([p = s.get()] { p->Loop(); });
   return s;
 }
@@ -314,6 +319,11 @@ void Scheduler::Admit() {
     s.prefilled = keep;
     s.last_job = s.job;
     s.sampler = std::move(p.sampler);
+    s.draft.clear();
+    s.draft_index.clear();
+    s.spec_len = std::min(4, opt_.spec_max);
+    s.spec_misses = s.spec_pause = 0;
+    if (drafter_) drafter_->Begin(s.id, prompt);
     s.result.prompt_tokens = static_cast<int>(prompt.size());
     s.result.cached_tokens = static_cast<int>(keep);
     s.result.timings.enqueued = s.job->created;
@@ -333,7 +343,14 @@ void Scheduler::Step() {
   } publish{this};
   const auto now = Clock::now();
   int seqs = 0;
-  // 1. Every generating slot contributes its next token (or ends if cancelled).
+  // Drafts may take half of what the slots leave of the batch: every slot's
+  // next token and some prefill always fit.
+  tokens_this_step_ = 0;
+  const auto step_start = Clock::now();  // drafting and sampling count too
+  int draft_budget = drafter_ && SpecAllowedNow() ? std::max(0, opt_.batch - static_cast<int>(slots_.size())) / 2 : 0;
+  const int draft_budget_at_start = draft_budget;
+  // 1. Every generating slot contributes its next token (or ends if cancelled),
+  // and with --spec the tokens it drafts after it.
   for (auto& sp : slots_) {
     Slot& s = *sp;
     s.logits_index = -1;
@@ -348,8 +365,17 @@ void Scheduler::Step() {
       continue;
     }
     if (!s.generating()) continue;
+    std::vector<engine::Token> draft = drafter_ ? PlanDraft(s, draft_budget) : std::vector<engine::Token>{};
     s.logits_index = batch_->Add(s.id, s.next, static_cast<int>(s.cached.size()), true);
     s.cached.push_back(s.next);
+    for (engine::Token d : draft) {
+      const int idx = batch_->Add(s.id, d, static_cast<int>(s.cached.size()), true);
+      if (idx < 0) break;
+      s.draft.push_back(d);
+      s.draft_index.push_back(idx);
+      s.cached.push_back(d);
+      --draft_budget;
+    }
     ++seqs;
   }
   // 2. Prompt chunks fill the rest of the batch, smaller while others stream.
@@ -383,7 +409,8 @@ void Scheduler::Step() {
   Status decoded = batch_->Decode();
   // Only a step that ran is a measurement: a refused batch returns at once
   // and would make prefill look nearly free to the forecast.
-  if (decoded) Measure(std::chrono::duration<double>(Clock::now() - decode_start).count(), prefill_tokens, generating);
+  const double step_seconds = std::chrono::duration<double>(Clock::now() - decode_start).count();
+  if (decoded) Measure(step_seconds, prefill_tokens, generating);
   if (!decoded) {
     RetryAlone(decoded.error().message);
     UpdateGauges();
@@ -391,6 +418,9 @@ void Scheduler::Step() {
   }
   // 3. Sample where logits came out.
   for (auto& sp : slots_) Sample(*sp);
+  if (drafter_ && prefill_tokens == 0)
+    MeasureSpec(draft_budget < draft_budget_at_start,
+                std::chrono::duration<double>(Clock::now() - step_start).count(), tokens_this_step_);
   UpdateGauges();
 }
 
@@ -398,6 +428,7 @@ void Scheduler::Step() {
 // accept; bad_alloc) ends that request.
 void Scheduler::Sample(Slot& s) {
   if (!s.job || s.logits_index < 0) return;
+  if (!s.draft.empty()) return SampleDrafted(s);
   try {
     OnToken(s, s.sampler->Sample(*session_, s.logits_index));
   } catch (const std::exception& e) {
@@ -416,6 +447,12 @@ void Scheduler::RetryAlone(const std::string& error) {
   for (auto& sp : slots_) {
     Slot& s = *sp;
     if (!s.job || s.cached.size() == s.step_from) continue;  // not in this step
+    if (!s.draft.empty()) {  // retried without its drafts
+      s.cached.resize(s.step_from + 1);
+      s.draft.clear();
+      s.draft_index.clear();
+      if (drafter_) drafter_->Accept(s.id, 0);
+    }
     const bool wants_logits = s.logits_index >= 0;
     Status st = Status::Ok();
     if (!session_->TruncateSequence(s.id, static_cast<int>(s.step_from)))
@@ -440,6 +477,7 @@ void Scheduler::RetryAlone(const std::string& error) {
 }
 
 void Scheduler::OnToken(Slot& s, engine::Token t) {
+  ++tokens_this_step_;
   const auto now = Clock::now();
   if (s.result.timings.first_token == Clock::time_point{}) {
     s.result.timings.first_token = now;

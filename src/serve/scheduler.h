@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "engine/batch_decoder.h"
+#include "engine/drafter.h"
 #include "engine/session.h"
 #include "engine/utf8.h"
 #include "serve/job.h"
@@ -64,6 +65,15 @@ struct SchedulerOptions {
   std::optional<engine::SessionOptions> tuned;
   // The prompt cache beyond the slots; both budgets 0: off.
   PromptCacheOptions cache;
+  // Speculative decoding without a second model (engine/drafter.h): "none",
+  // or an n-gram mode ("ngram-simple", ...). Each slot drafts up to
+  // spec_max tokens per step, adapting to its own acceptance.
+  std::string spec = "none";
+  int spec_max = 16;
+  int spec_ngram = 0;  // tokens the n-gram lookup matches; 0: llama.cpp's default (12)
+  // Drafting pauses when its measured tokens/s fall below this share of plain
+  // decoding's (scheduler_spec.cc); 0: always draft, never probe.
+  double spec_min_gain = 0.97;
 };
 
 enum class SubmitResult { kOk, kQueueFull, kStopping };
@@ -162,6 +172,17 @@ class Scheduler {
   void OnToken(Slot& s, engine::Token t);
   void Sample(Slot& s);                     // the token from this step's logits, if it has any
   void RetryAlone(const std::string& error);  // after a failed step
+  // serve/scheduler_spec.cc: speculative decoding per slot.
+  std::vector<engine::Token> PlanDraft(Slot& s, int budget);  // drafts to decode after s.next
+  void SampleDrafted(Slot& s);  // verifies a drafted step: keeps drafts while the sampler agrees
+  bool SpecAllowedNow();        // this step may draft (not paused for not paying, not probing)
+  void MeasureSpec(bool drafted, double seconds, int emitted);  // a decode-only step's tokens per second
+  // GUARDED_BY(scheduler thread): tokens per second of decode-only steps
+  // with drafts and without (EWMA), how many of each were seen, steps left
+  // without drafting, steps since the last plain probe.
+  double spec_rate_ = 0, plain_rate_ = 0;
+  int spec_samples_ = 0, plain_samples_ = 0, spec_off_steps_ = 0, spec_steps_since_probe_ = 0;
+  int tokens_this_step_ = 0;  // tokens emitted in the current step
   void FinishSlot(Slot& s, Finish why, const std::string& error = "");
   void UpdateGauges();
   // serve/scheduler_cache.cc: the slots and the prompt cache.
@@ -182,6 +203,7 @@ class Scheduler {
   std::unique_ptr<engine::BatchDecoder> batch_;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::unique_ptr<PromptCache> cache_;  // null when off; its own lock
+  std::unique_ptr<engine::Drafter> drafter_;  // null without speculation; scheduler thread only
   size_t prefill_rr_ = 0;  // round-robin start among prefilling slots
 
   mutable std::mutex mu_;

@@ -25,6 +25,14 @@ struct Scheduler::Slot {
   int logits_index = -1;              // output of this slot in the current step
   size_t step_from = 0;               // cached.size() when the current step began
   JobResult result;
+  // Speculative decoding (scheduler_spec.cc): this step's drafts after
+  // `next` and their outputs, the draft length it earns, and steps to sit
+  // out after drafts that kept missing.
+  std::vector<engine::Token> draft;
+  std::vector<int> draft_index;
+  int spec_len = 4;
+  int spec_misses = 0;
+  int spec_pause = 0;
   Clock::time_point last_token, last_used;
   bool generating() const { return job && prefilled == job->prompt.size(); }
 };

@@ -135,7 +135,8 @@ test('--max-connections-per-client: past the cap a connection gets 429 naming th
       if (metrics.status !== 200) await sleep(100);
     }
     assert.equal(metrics.status, 200, metrics.text);
-    assert.match(metrics.text, /hone_http_connections_refused_total\{reason="per_client"\} 1\n/);
+    // At least the sixth; a slow machine may refuse a scrape before the close is seen.
+    assert.match(metrics.text, /hone_http_connections_refused_total\{reason="per_client"\} [1-9]\d*\n/);
   } finally {
     for (const s of held) s.destroy();
     await own.stop();

@@ -1,0 +1,123 @@
+// Speculative decoding per slot, inside continuous batching (--spec).
+//
+// Each step, a generating slot may put drafted tokens after its next token
+// in the same batch as every other slot's work, each with its logits. Then
+// the slot's own sampler runs at each position in turn: the token it samples
+// is emitted, and the next draft is kept only if it equals that token. So
+// the output is what decoding one token at a time would give (a
+// deterministic draft turns llama.cpp's accept rule into this comparison):
+// greedy output is the same tokens, and a sampled one keeps its
+// distribution, its grammar and its penalties. The KV of the drafts that were
+// not kept is cut back.
+//
+// Drafting adapts per slot: the draft length doubles while every draft is
+// kept and halves when fewer than half are; after four steps in a row with
+// nothing kept the slot sits out 16 steps, so a workload where drafts miss
+// pays almost nothing. And per model, by cost: decode-only steps measure
+// tokens emitted per second with drafts and without (every 128 drafting
+// steps, 8 without refresh the latter); when drafting gives less than 97%
+// of plain decoding (--spec-min-gain; a model so small that a step costs the same work per
+// token, or drafts that are kept too rarely), drafting stops for 256 steps.
+#include <algorithm>
+
+#include "serve/scheduler.h"
+#include "serve/scheduler_slot.h"
+
+namespace hone::serve {
+
+namespace {
+constexpr int kMissesBeforePause = 4;
+constexpr int kPauseSteps = 16;
+constexpr int kProbeEvery = 128;  // drafting steps between plain probes
+constexpr int kProbeSteps = 8;    // plain steps per probe
+constexpr int kMinSamples = 8;    // of each kind before comparing
+constexpr int kOffSteps = 256;    // steps without drafting when it does not pay
+}  // namespace
+
+bool Scheduler::SpecAllowedNow() {
+  if (opt_.spec_min_gain <= 0) return true;
+  if (spec_off_steps_ > 0) {
+    --spec_off_steps_;
+    return false;
+  }
+  if (++spec_steps_since_probe_ >= kProbeEvery) {
+    spec_steps_since_probe_ = 0;
+    spec_off_steps_ = kProbeSteps - 1;
+    return false;
+  }
+  return true;
+}
+
+void Scheduler::MeasureSpec(bool drafted, double seconds, int emitted) {
+  if (seconds <= 0 || emitted <= 0) return;
+  const double rate = emitted / seconds;
+  double& ewma = drafted ? spec_rate_ : plain_rate_;
+  int& n = drafted ? spec_samples_ : plain_samples_;
+  ewma = n == 0 ? rate : ewma + 0.2 * (rate - ewma);
+  ++n;
+  if (drafted && spec_samples_ >= kMinSamples && plain_samples_ >= kMinSamples &&
+      spec_rate_ < opt_.spec_min_gain * plain_rate_) {
+    spec_off_steps_ = kOffSteps;
+    spec_samples_ = 0;  // measured afresh when drafting resumes
+  }
+}
+
+std::vector<engine::Token> Scheduler::PlanDraft(Slot& s, int budget) {
+  if (s.spec_pause > 0) {
+    --s.spec_pause;
+    return {};
+  }
+  int n = std::min(s.spec_len, budget);
+  // Room in the slot's context for next, the drafts and the bonus token.
+  n = std::min(n, opt_.ctx_per_slot - static_cast<int>(s.cached.size()) - 2);
+  // No draft past the answer's end: next is one token of it.
+  if (s.job->max_tokens >= 0) n = std::min(n, s.job->max_tokens - s.result.completion_tokens - 1);
+  if (n <= 0) return {};
+  return drafter_->Draft(s.id, s.cached, s.next, n);
+}
+
+void Scheduler::SampleDrafted(Slot& s) {
+  const size_t drafted = s.draft.size();
+  size_t kept = 0;
+  // The KV holds next and every draft. Until a draft is kept, the slot's
+  // tokens are next alone, as OnToken sees them (its context check).
+  s.cached.resize(s.step_from + 1);
+  s.result.draft_tokens += static_cast<int>(drafted);
+  try {
+    for (size_t i = 0; i <= drafted; ++i) {
+      const int index = i == 0 ? s.logits_index : s.draft_index[i - 1];
+      const engine::Token t = s.sampler->Sample(*session_, index);
+      OnToken(s, t);  // emits it; may end the answer (a stop, the length, end of text)
+      if (!s.job || i == drafted || t != s.draft[i]) break;
+      s.cached.push_back(t);
+      ++kept;
+      ++s.result.accepted_tokens;
+    }
+  } catch (const std::exception& e) {
+    if (s.job) FinishSlot(s, Finish::kError, std::string("sampling failed: ") + e.what());
+  }
+  // Cut the drafts that were not kept out of the KV.
+  if (kept < drafted && !session_->TruncateSequence(s.id, static_cast<int>(s.cached.size()))) {
+    session_->ClearSequence(s.id);
+    s.cached.clear();
+    if (s.job)
+      FinishSlot(s, Finish::kError, "speculative decoding: the rejected drafts could not be cut back");
+  }
+  drafter_->Accept(s.id, static_cast<int>(kept));
+  metrics_->Add(metric::kSpecDrafted, name_, static_cast<double>(drafted));
+  metrics_->Add(metric::kSpecAccepted, name_, static_cast<double>(kept));
+  if (kept == drafted) {
+    s.spec_len = std::min(s.spec_len * 2, opt_.spec_max);
+  } else if (kept * 2 < drafted) {
+    s.spec_len = std::max(1, s.spec_len / 2);
+  }
+  s.spec_misses = kept == 0 ? s.spec_misses + 1 : 0;
+  if (s.spec_misses >= kMissesBeforePause) {
+    s.spec_misses = 0;
+    s.spec_pause = kPauseSteps;
+  }
+  s.draft.clear();
+  s.draft_index.clear();
+}
+
+}  // namespace hone::serve

@@ -1,0 +1,123 @@
+// Speculative decoding (--spec, serve/scheduler_spec.cc): the output is the
+// output without it, token for token, for greedy and seeded sampling, beside
+// a grammar-constrained request in the same batch; drafts are made and kept
+// on the trained TinyStories model; a stream cancelled mid-draft leaves the
+// slot clean; an unknown mode is refused at start.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { startServer, modelsDir, post, metric, sleep, HONE } from './helpers.mjs';
+
+let plain, spec, dir;
+before(async () => {
+  // The trained TinyStories models (real text, so drafts can be right) and the synthetic `tiny` (a chat template).
+  dir = path.join(path.dirname(modelsDir()), 'spec-models');
+  fs.mkdirSync(dir, { recursive: true });
+  const shared = path.dirname(fs.realpathSync(path.join(modelsDir(), 'stories260K.gguf')));
+  for (const f of ['tinystories-d256-l4-f32.gguf', 'stories260K.gguf']) {
+    const link = path.join(dir, f);
+    if (!fs.existsSync(link)) fs.symlinkSync(path.join(shared, f), link);
+  }
+  const tiny = path.join(dir, 'tiny.gguf');
+  if (!fs.existsSync(tiny)) fs.symlinkSync(path.join(modelsDir(), 'tiny.gguf'), tiny);
+  const common = ['--models', dir, '--slots', '2', '--cache-ram', '0', '--cache-disk', '0'];
+  plain = await startServer(common);
+  // --spec-min-gain 0: always draft, so each test exercises drafts (on this
+  // tiny model drafting does not pay, and would otherwise pause).
+  spec = await startServer([...common, '--spec', 'ngram-simple', '--spec-ngram', '3', '--spec-min-gain', '0']);
+});
+after(async () => {
+  await plain?.stop();
+  await spec?.stop();
+});
+
+const STORY = 'TinyStories-d256';
+const prompts = [
+  // Copy-heavy: the answer restates what the prompt holds.
+  'Lily said, "I like the big red ball." Max said, "I like the big red ball." Tom said, "I like the big red ball." Ben said,',
+  'Once upon a time, there was a little boy named Tim. Tim had a big red ball. He liked to play with his ball every day. One day,',
+  'The sun was hot. The cat sat in the shade of the tree. The dog sat in the shade of the tree. The bird',
+];
+
+async function complete(server, body) {
+  const r = await post(server.url + '/v1/completions', { model: 'tinystories-d256-l4-f32', max_tokens: 120, ...body });
+  assert.equal(r.status, 200, r.text);
+  return r.json.choices[0].text;
+}
+
+test('greedy output is token-identical with and without speculation, and drafts are kept', async () => {
+  for (const prompt of prompts) {
+    const a = await complete(plain, { prompt, temperature: 0 });
+    const b = await complete(spec, { prompt, temperature: 0 });
+    assert.equal(b, a, `${STORY}: ${JSON.stringify(prompt.slice(0, 40))}`);
+  }
+  const drafted = await metric(spec.url, 'hone_spec_draft_tokens_total', 'tinystories-d256-l4-f32');
+  const kept = await metric(spec.url, 'hone_spec_accepted_tokens_total', 'tinystories-d256-l4-f32');
+  assert.ok(drafted > 0, 'no token was drafted');
+  assert.ok(kept > 0 && kept <= drafted, `${kept} of ${drafted} drafts kept`);
+  assert.equal(await metric(plain.url, 'hone_spec_draft_tokens_total', 'tinystories-d256-l4-f32'), null);
+  // The request log line says how many drafts each answer kept.
+  const line = JSON.parse((await spec.waitLog(/^\{.*"draft_tokens".*\}$/m))[0]);
+  assert.ok(line.draft_tokens > 0 && line.accepted_tokens <= line.draft_tokens, JSON.stringify(line));
+});
+
+test('seeded sampling gives the same text with and without speculation', async () => {
+  for (const seed of [1, 42]) {
+    const body = { prompt: prompts[0], temperature: 0.8, top_k: 40, seed };
+    assert.equal(await complete(spec, body), await complete(plain, body), `seed ${seed}`);
+  }
+});
+
+test('a schema-constrained generation beside a drafting one, in the same batch: both as without speculation', async () => {
+  // Both on the TinyStories model (one scheduler, 2 slots): the JSON one
+  // through Ollama's format (a grammar), the other a plain completion.
+  const schema = { type: 'object', properties: { name: { type: 'string', maxLength: 12 }, age: { type: 'integer' } },
+                   required: ['name', 'age'] };
+  const run = async (server) => {
+    const before = await metric(server.url, 'hone_spec_draft_tokens_total', 'tinystories-d256-l4-f32') ?? 0;
+    const [json, story] = await Promise.all([
+      post(server.url + '/api/generate', { model: 'tinystories-d256-l4-f32', prompt: prompts[1], raw: true, stream: false,
+                                           format: schema, options: { temperature: 0, num_predict: 60 } }),
+      complete(server, { prompt: prompts[0], temperature: 0, max_tokens: 200 }),
+    ]);
+    const after = await metric(server.url, 'hone_spec_draft_tokens_total', 'tinystories-d256-l4-f32') ?? 0;
+    return { json, story, drafted: after - before };
+  };
+  const a = await run(plain);
+  const b = await run(spec);
+  assert.equal(b.json.status, 200, b.json.text);
+  assert.ok(b.drafted > 0, 'nothing was drafted while the grammar ran');
+  const obj = JSON.parse(b.json.json.response);
+  assert.equal(typeof obj.name, 'string');
+  assert.equal(b.json.json.response, a.json.json.response);
+  assert.equal(b.story, a.story);
+});
+
+test('a stream cancelled mid-draft frees its slot and the next answer is unchanged', async () => {
+  const ctl = new AbortController();
+  const res = await fetch(spec.url + '/v1/completions', {
+    method: 'POST', signal: ctl.signal, headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ model: 'tinystories-d256-l4-f32', prompt: prompts[0], max_tokens: 2000, temperature: 0,
+                           stream: true, ignore_eos: true }),
+  });
+  const reader = res.body.getReader();
+  await reader.read();
+  await reader.read();
+  ctl.abort();
+  let running = null;
+  for (let i = 0; i < 100 && running !== 0; ++i) {
+    running = await metric(spec.url, 'hone_num_requests_running', 'tinystories-d256-l4-f32');
+    if (running !== 0) await sleep(50);
+  }
+  assert.equal(running, 0, 'the cancelled stream still holds its slot');
+  const body = { prompt: prompts[1], temperature: 0 };
+  assert.equal(await complete(spec, body), await complete(plain, body));
+});
+
+test('an unknown --spec mode is refused at start, naming the modes', () => {
+  const r = spawnSync(HONE, ['serve', '--models', dir, '--port', '0', '--spec', 'ngram-magic'], { encoding: 'utf8', timeout: 20000 });
+  assert.equal(r.status, 2, r.stderr);
+  assert.match(r.stderr, /unknown speculation mode 'ngram-magic' \(none, or one of: ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod\)/);
+});
