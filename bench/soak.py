@@ -17,7 +17,10 @@ cut without its end) is "lost".
 
 Every 5 s it samples the server's RSS (/proc/PID/status) and the gauges
 (hone_num_requests_running, hone_num_requests_waiting,
-hone_kv_cache_usage_perc). When the load stops, running and waiting must
+hone_kv_cache_usage_perc, hone_prompt_cache_ram_bytes). The prompt cache
+(--cache-ram 128M here) keeps what slots give up on purpose, up to its budget:
+the leak checks use RSS net of its RAM tier, and the tier must stay within
+its budget. When the load stops, running and waiting must
 return to 0 (no slot or sequence leaks). RSS slope: least squares over the
 second half of the run (after warm-up), in MB per hour.
 
@@ -58,6 +61,7 @@ subprocess.run([args.hone, "synth", "--like", "tiny", "--out", os.path.join(mode
                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 os.symlink(os.path.join(args.shared, "models", "stories260K.gguf"), os.path.join(models, "stories260K.gguf"))
 
+CACHE_RAM_MB = 128
 with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
@@ -65,6 +69,11 @@ log = open(os.path.join(work, "server.log"), "w")
 server = subprocess.Popen([args.hone, "serve", "--models", models, "--port", str(port), "--threads", "2",
                            "--slots", "2", "--ctx", "1024", "--max-queue", "8", "--max-body", "64K",
                            "--keep-alive", "10s", "--read-timeout", "3",
+                           # The prompt cache holds what slots give up, up to its
+                           # budget: a small one fills within the run, so the
+                           # leak check below (RSS net of the cache) sees it full.
+                           "--cache-ram", f"{CACHE_RAM_MB}M", "--cache-disk", "256M",
+                           "--cache-dir", os.path.join(work, "prompt-cache"),
                            "--quiet", "true"], stdout=log, stderr=log)
 
 
@@ -197,9 +206,14 @@ def gauges():
     c.request("GET", "/metrics")
     text = c.getresponse().read().decode()
     out = {}
-    for name in ("hone_num_requests_running", "hone_num_requests_waiting", "hone_kv_cache_usage_perc"):
+    for name in ("hone_num_requests_running", "hone_num_requests_waiting", "hone_kv_cache_usage_perc",
+                 "hone_prompt_cache_ram_bytes"):
         out[name] = sum(float(v) for v in re.findall(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M))
     return out
+
+
+def cache_mb(g):
+    return g.get("hone_prompt_cache_ram_bytes", 0) / 2**20
 
 
 def rss_mb():
@@ -240,6 +254,12 @@ try:
 except subprocess.TimeoutExpired:
     server.kill()
 
+# The prompt cache's RAM tier is memory hone keeps on purpose, up to its
+# budget: the leak check looks at RSS net of it.
+net = [(t, r - cache_mb(g), g) for t, r, g in samples]
+cache_peak = max((cache_mb(g) for _, _, g in samples), default=0.0)
+cache_bounded = cache_peak <= CACHE_RAM_MB * 1.05
+raw_samples, samples = samples, net
 half = [(t, r) for t, r, _ in samples if t >= args.minutes * 30]
 slope = float("nan")
 if len(half) >= 3:
@@ -257,7 +277,7 @@ lost_n = sum(b for _, b in counts.values())
 peak = {k: max(s[2][k] for s in samples) for k in samples[0][2]} if samples else {}
 # Flat: the second half's peak within 25% (plus 32 MB of noise) of the first's.
 rss_flat = not (second_peak > first_peak * 1.25 + 32)
-ok = alive and lost_n == 0 and settled is not None and rss_flat
+ok = alive and lost_n == 0 and settled is not None and rss_flat and cache_bounded
 
 cpu = platform.processor() or open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].split("\n")[0].strip()
 stamp = datetime.datetime.utcnow().strftime("%Y%m%d-%H%M")
@@ -269,17 +289,20 @@ md = [f"# Soak: {args.minutes:g} minutes of mixed load on hone serve ({stamp})",
       f"**Result: {'pass' if ok else 'FAIL'}**: server {'alive' if alive else 'DIED'}; "
       f"{total} requests, {lost_n} lost; gauges after the load: "
       f"{'running 0, waiting 0' if settled else 'did not return to 0'}; "
-      f"RSS {samples[0][1] if samples else float('nan'):.0f} MB at start, {final_rss:.0f} MB at the end, "
-      f"slope over the second half {slope:+.1f} MB/hour ({len(half)} samples); "
-      f"peak RSS {first_peak:.0f} MB in the first half, {second_peak:.0f} MB in the second "
+      f"RSS {raw_samples[0][1] if raw_samples else float('nan'):.0f} MB at start, {final_rss:.0f} MB at the end; "
+      f"the prompt cache's RAM tier peaked at {cache_peak:.0f} MB of its {CACHE_RAM_MB} MB "
+      f"({'bounded' if cache_bounded else 'PAST ITS BUDGET'}); RSS net of it: "
+      f"slope over the second half {slope:+.1f} MB/hour ({len(half)} samples), "
+      f"peak {first_peak:.0f} MB in the first half, {second_peak:.0f} MB in the second "
       f"({'flat' if rss_flat else 'GROWING'}).", "",
       "| kind | ok | lost |", "|---|---|---|"]
 md += [f"| {k} | {a} | {b} |" for k, (a, b) in sorted(counts.items())]
 md += ["", f"Peak gauges: {json.dumps(peak)}", ""]
 if lost:
     md += ["First lost requests:", ""] + [f"- {x}" for x in lost] + [""]
-rss_points = samples[:: max(1, len(samples) // 12)]
-md += ["RSS over time (MB): " + ", ".join(f"{t / 60:.0f} min {r:.0f}" for t, r, _ in rss_points), ""]
+rss_points = raw_samples[:: max(1, len(raw_samples) // 12)]
+md += ["RSS over time (MB; in brackets: the prompt cache's RAM tier): " +
+       ", ".join(f"{t / 60:.0f} min {r:.0f} [{cache_mb(g):.0f}]" for t, r, g in rss_points), ""]
 out = os.path.join(ROOT, "bench/results", f"soak-vm-{stamp}.md")
 os.makedirs(os.path.dirname(out), exist_ok=True)
 with open(out, "w") as f:
