@@ -209,6 +209,9 @@ def gauges():
     for name in ("hone_num_requests_running", "hone_num_requests_waiting", "hone_kv_cache_usage_perc",
                  "hone_prompt_cache_ram_bytes"):
         out[name] = sum(float(v) for v in re.findall(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M))
+    # --cache-ram is a budget per loaded model: the largest tier is what it bounds.
+    out["prompt_cache_ram_bytes_max_model"] = max(
+        [float(v) for v in re.findall(r"^hone_prompt_cache_ram_bytes\{[^}]*\} (\S+)$", text, re.M)] or [0.0])
     return out
 
 
@@ -257,7 +260,7 @@ except subprocess.TimeoutExpired:
 # The prompt cache's RAM tier is memory hone keeps on purpose, up to its
 # budget: the leak check looks at RSS net of it.
 net = [(t, r - cache_mb(g), g) for t, r, g in samples]
-cache_peak = max((cache_mb(g) for _, _, g in samples), default=0.0)
+cache_peak = max((g.get("prompt_cache_ram_bytes_max_model", 0) / 2**20 for _, _, g in samples), default=0.0)
 cache_bounded = cache_peak <= CACHE_RAM_MB * 1.05
 raw_samples, samples = samples, net
 half = [(t, r) for t, r, _ in samples if t >= args.minutes * 30]
@@ -290,7 +293,7 @@ md = [f"# Soak: {args.minutes:g} minutes of mixed load on hone serve ({stamp})",
       f"{total} requests, {lost_n} lost; gauges after the load: "
       f"{'running 0, waiting 0' if settled else 'did not return to 0'}; "
       f"RSS {raw_samples[0][1] if raw_samples else float('nan'):.0f} MB at start, {final_rss:.0f} MB at the end; "
-      f"the prompt cache's RAM tier peaked at {cache_peak:.0f} MB of its {CACHE_RAM_MB} MB "
+      f"the prompt cache's RAM tier of one model peaked at {cache_peak:.0f} MB of its {CACHE_RAM_MB} MB "
       f"({'bounded' if cache_bounded else 'PAST ITS BUDGET'}); RSS net of it: "
       f"slope over the second half {slope:+.1f} MB/hour ({len(half)} samples), "
       f"peak {first_peak:.0f} MB in the first half, {second_peak:.0f} MB in the second "
