@@ -476,6 +476,12 @@ void ConnectionGate::TakeReturns(int64_t now) {
     back.swap(returns_);
   }
   for (auto& [c, keep] : back) {
+    if (!keep && c->headers_done_ns == 0) {
+      // Refused before its headers were whole (a 300 MiB header): there is
+      // nothing to drain but more of the same, so no linger.
+      CloseNow(c.get());
+      continue;
+    }
     if (!keep) {
       Linger(std::move(c), now);
       continue;
