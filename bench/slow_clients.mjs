@@ -31,45 +31,26 @@ import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { arg, pct, meanCi, sleep, freePort, peerServer } from './common.mjs';
 
 const root = path.resolve(import.meta.dirname, '..');
-const arg = (n, d) => { const i = process.argv.indexOf('--' + n); return i > 0 ? process.argv[i + 1] : d; };
 const HONE = arg('hone', path.join(root, 'build/hone'));
 const MODEL = path.resolve(arg('model', path.join(root, 'models/qwen2.5-0.5b.Q4_K_M.gguf')));
 const CONNECTIONS = Number(arg('connections', 10000)), REPS = Number(arg('reps', 3));
 const SECONDS = Number(arg('seconds', 20));
 const SLOTS = arg('slots', '4'), THREADS = arg('threads', '2');
 const SERVERS = arg('servers', 'hone,llama-server').split(',');
-const PEER_DIR = process.env.HONE_PEER_BIN_DIR || arg('peer-bin', '');
-const LLAMA_SERVER = PEER_DIR ? path.join(PEER_DIR, 'llama-server') : '';
 if (!fs.existsSync(MODEL)) {
   console.error(`no model at ${MODEL}: run ./setup.sh or pass --model`);
   process.exit(1);
 }
-if (SERVERS.includes('llama-server') && (!LLAMA_SERVER || !fs.existsSync(LLAMA_SERVER))) {
-  console.error('set HONE_PEER_BIN_DIR to the pinned llama.cpp prefix\'s bin/ (scripts/build-llama.sh prints the prefix)');
-  process.exit(1);
-}
+const LLAMA_SERVER = peerServer(SERVERS);
 
-const pct = (xs, q) => { const s = [...xs].sort((a, b) => a - b); return s.length ? s[Math.min(s.length - 1, Math.floor(q * s.length))] : NaN; };
-const meanCi = (xs) => {
-  const m = xs.reduce((a, b) => a + b, 0) / xs.length;
-  const sd = Math.sqrt(xs.reduce((a, b) => a + (b - m) ** 2, 0) / Math.max(1, xs.length - 1));
-  const t = [0, 12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36][xs.length - 1] ?? 1.96;
-  return { mean: m, ci95: xs.length > 1 ? (t * sd) / Math.sqrt(xs.length) : NaN };
-};
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const rssKiB = (pid) => Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))[1]);
 
 const children = new Set();
 process.on('exit', () => { for (const p of children) p.kill('SIGKILL'); });
 for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(1));
-
-function freePort() {
-  return new Promise((resolve) => {
-    const s = http.createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => resolve(p)); });
-  });
-}
 
 async function start(kind) {
   const port = await freePort();

@@ -17,6 +17,8 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "api/socket_address.h"
+
 namespace hone::api {
 namespace {
 
@@ -35,20 +37,6 @@ constexpr int64_t kLingerQuietNs = 2'000'000'000;
 constexpr size_t kLingerBytes = 64u << 20;
 constexpr int64_t kLogWindowNs = 10'000'000'000;  // deadline log lines: at most...
 constexpr int kLogsPerWindow = 5;                 // ...this many per window
-
-void PeerOf(const sockaddr_storage& a, std::string* ip, int* port) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  if (a.ss_family == AF_INET) {
-    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&a);
-    inet_ntop(AF_INET, &v4->sin_addr, host, sizeof host);
-    *port = ntohs(v4->sin_port);
-  } else if (a.ss_family == AF_INET6) {
-    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&a);
-    inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof host);
-    *port = ntohs(v6->sin6_port);
-  }
-  *ip = host;
-}
 
 // A whole answer from the gate itself, in the OpenAI error envelope (the
 // gate has not read the path, so cannot know the API). Best effort: the
@@ -122,9 +110,7 @@ Result<int> ConnectionGate::Listen(const std::string& host, int port, int backlo
   sockaddr_storage bound{};
   socklen_t len = sizeof bound;
   getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &len);
-  std::string ip;
-  int bound_port = 0;
-  PeerOf(bound, &ip, &bound_port);
+  const int bound_port = AddressOf(bound).port;
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.fd = listen_fd_;
@@ -239,10 +225,8 @@ void ConnectionGate::AcceptAll(int64_t now) {
       }
       return;  // EAGAIN: the backlog is empty
     }
-    std::string ip;
-    int port = 0;
-    PeerOf(peer, &ip, &port);
-    Admit(fd, ip, port, now);
+    const SocketAddress from = AddressOf(peer);
+    Admit(fd, from.ip, from.port, now);
   }
 }
 

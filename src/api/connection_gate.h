@@ -52,6 +52,8 @@ struct GateConn {
   RequestFraming framing;  // of the request at the front of `bytes`
   std::string peer_ip;
   int peer_port = 0;
+  std::string local_ip;  // filled by the first worker that asks (getsockname)
+  int local_port = 0;
   int64_t request_since_ns = 0;  // accept, or the end of the previous answer
   int64_t headers_done_ns = 0;   // 0 until the header block is whole
   int64_t last_byte_ns = 0;      // the last bytes received

@@ -1,7 +1,5 @@
 #include "api/gated_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -10,6 +8,8 @@
 #include <chrono>
 #include <cstring>
 #include <string_view>
+
+#include "api/socket_address.h"
 
 namespace hone::api {
 namespace {
@@ -87,22 +87,14 @@ class GateStream final : public httplib::Stream {
     port = conn_.peer_port;
   }
   void get_local_ip_and_port(std::string& ip, int& port) const override {
-    sockaddr_storage a{};
-    socklen_t len = sizeof a;
-    ip.clear();
-    port = 0;
-    if (getsockname(conn_.fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return;
-    char host[INET6_ADDRSTRLEN] = "";
-    if (a.ss_family == AF_INET) {
-      const auto* v4 = reinterpret_cast<const sockaddr_in*>(&a);
-      inet_ntop(AF_INET, &v4->sin_addr, host, sizeof host);
-      port = ntohs(v4->sin_port);
-    } else if (a.ss_family == AF_INET6) {
-      const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&a);
-      inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof host);
-      port = ntohs(v6->sin6_port);
+    // Once per connection: a kept-alive one keeps its local address.
+    if (conn_.local_port == 0) {
+      const SocketAddress local = LocalAddressOf(conn_.fd);
+      conn_.local_ip = local.ip;
+      conn_.local_port = local.port;
     }
-    ip = host;
+    ip = conn_.local_ip;
+    port = conn_.local_port;
   }
   socket_t socket() const override { return conn_.fd; }
   time_t duration() const override {

@@ -1,6 +1,5 @@
 #include "api/request_deadline.h"
 
-#include <arpa/inet.h>
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -13,13 +12,15 @@
 #include <string>
 #include <utility>
 
+#include "api/socket_address.h"
+
 namespace hone::api {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-thread_local int t_accepted = -1;  // the socket this thread's accept4 returned last
-thread_local int64_t t_accepted_at = 0;  // and when
+thread_local int t_accepted = -1;                       // the socket this thread's accept4 returned last
+thread_local int64_t t_accepted_at = 0;                 // and when
 thread_local RequestDeadlines::Conn* t_conn = nullptr;  // the connection this worker serves
 
 }  // namespace
@@ -31,7 +32,8 @@ extern "C" int accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
   const int s = static_cast<int>(syscall(SYS_accept4, fd, addr, len, flags));
   t_accepted = s;
   t_accepted_at = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::steady_clock::now().time_since_epoch()).count();
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count();
   return s;
 }
 
@@ -47,28 +49,16 @@ struct RequestDeadlines::Conn {
 
 namespace {
 
-int64_t NowNs() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
-
-std::string PeerText(const sockaddr_storage& a) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  int port = 0;
-  if (a.ss_family == AF_INET) {
-    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&a);
-    inet_ntop(AF_INET, &v4->sin_addr, host, sizeof host);
-    port = ntohs(v4->sin_port);
-  } else if (a.ss_family == AF_INET6) {
-    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&a);
-    inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof host);
-    port = ntohs(v6->sin6_port);
-  }
-  return std::string(host) + ":" + std::to_string(port);
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
 
 RequestDeadlines::RequestDeadlines(double header_s, double request_s)
     : header_(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(header_s))),
-      request_(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(request_s))),
+      request_(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(request_s))),
       watchdog_([this] { Watch(); }) {}
 
 RequestDeadlines::~RequestDeadlines() {
@@ -93,9 +83,10 @@ void RequestDeadlines::Open(Accepted a, bool headers_in) {
   // that time. But one the server itself kept waiting gets a second on a
   // worker to show its headers (already sent, if it is an honest client).
   c->headers_in = headers_in;
-  c->since = headers_in ? a.at_ns
-                        : std::max<int64_t>(a.at_ns, NowNs() - header_.count() +
-                                                         std::chrono::nanoseconds(std::chrono::seconds(1)).count());
+  c->since = headers_in
+                 ? a.at_ns
+                 : std::max<int64_t>(a.at_ns, NowNs() - header_.count() +
+                                                  std::chrono::nanoseconds(std::chrono::seconds(1)).count());
   t_conn = c;
   std::lock_guard<std::mutex> lock(mu_);
   open_.insert(c);
@@ -154,7 +145,7 @@ void RequestDeadlines::Watch() {
       c->shut = true;
       ++dropped_;
       std::fprintf(stderr, "[hone] closed the connection from %s: its request %s took over %.0f s (%s)\n",
-                   PeerText(c->peer).c_str(), headers_in ? "body" : "headers",
+                   AddressOf(c->peer).Text().c_str(), headers_in ? "body" : "headers",
                    std::chrono::duration<double>(headers_in ? request_ : header_).count(),
                    headers_in ? "--body-timeout" : "--header-timeout");
     }
