@@ -7,7 +7,7 @@
 #include <chrono>
 #include <cstdio>
 
-#include "serve/model_pool.h"
+#include "util/units.h"
 
 namespace hone::api {
 
@@ -179,7 +179,7 @@ std::optional<double> GetKeepAlive(const json& j, Status* err) {
   const json& v = j["keep_alive"];
   if (v.is_number()) return v.get<double>();
   if (v.is_string()) {
-    auto d = serve::ParseDuration(v.get<std::string>());
+    auto d = ParseDuration(v.get<std::string>());
     if (d) return *d;
     *err = BadRequest(d.error().message);
     return std::nullopt;

@@ -13,6 +13,7 @@
 #include "quant/report.h"
 #include "util/format.h"
 #include "util/progress.h"
+#include "util/units.h"
 
 namespace hone::cli {
 namespace {
@@ -29,23 +30,6 @@ struct BenchArgs {
   bool no_speed = false;
   bool json = false;
 };
-
-// "2G", "512M", "1.5GiB", "1000000" -> bytes.
-Result<uint64_t> ParseSize(const std::string& s) {
-  char* end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  std::string unit = end ? end : "";
-  if (end == s.c_str() || v < 0) return MakeError(ErrorCode::kInvalidArgument, "bad size '" + s + "'");
-  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  double mult = unit.empty() || unit == "B" ? 1
-                : unit[0] == 'K'            ? 1024.0
-                : unit[0] == 'M'            ? 1048576.0
-                : unit[0] == 'G'            ? 1073741824.0
-                : unit[0] == 'T'            ? 1099511627776.0
-                                            : -1;
-  if (mult < 0) return MakeError(ErrorCode::kInvalidArgument, "bad size unit in '" + s + "' (use K, M, G)");
-  return static_cast<uint64_t>(v * mult);
-}
 
 std::string MachineLine() {
   hw::ProbeOptions p;

@@ -23,6 +23,7 @@
 #include "serve/model_pool.h"
 #include "serve/registry.h"
 #include "util/open_files.h"
+#include "util/units.h"
 
 namespace hone::cli {
 namespace {
@@ -93,11 +94,11 @@ Result<serve::PoolOptions> PoolOptionsFrom(const serve::ServeConfig& c) {
   auto lm = engine::ParseLoadMode(c.load_mode);
   if (!lm) return lm.error();
   p.load_mode = *lm;
-  auto ka = serve::ParseDuration(c.keep_alive);
+  auto ka = ParseDuration(c.keep_alive);
   if (!ka) return MakeError(ErrorCode::kInvalidArgument, "keep-alive: " + ka.error().message);
   p.default_keep_alive_s = *ka;
   if (!c.memory_limit.empty()) {
-    auto m = serve::ParseBytes(c.memory_limit);
+    auto m = ParseSize(c.memory_limit);
     if (!m) return MakeError(ErrorCode::kInvalidArgument, "memory-limit: " + m.error().message);
     p.memory_limit_bytes = *m;
   }
@@ -129,7 +130,7 @@ int Serve(const ServeArgs& a) {
   if (c.spec != "none") {
     if (auto d = engine::Drafter::Create(c.spec, 1, c.spec_ngram); !d) return Fail("spec: " + d.error().message, 2);
   }
-  auto max_body = serve::ParseBytes(c.max_body);
+  auto max_body = ParseSize(c.max_body);
   if (!max_body) return Fail("max-body: " + max_body.error().message, 2);
   auto keys = serve::LoadApiKeys(c);
   if (!keys) return Fail(keys.error().ToString(), 2);

@@ -1,7 +1,6 @@
 // `hone tune MODEL`: measures which llama.cpp run parameters are fastest for
 // this machine, this model and this workload, then saves a profile that
 // `hone run` picks up and prints the equivalent llama.cpp flags.
-#include <sys/resource.h>
 
 #include <chrono>
 #include <cstdio>
@@ -11,10 +10,10 @@
 #include "cli/commands.h"
 #include "engine/amx.h"
 #include "engine/backend.h"
-#include "engine/memory_estimate.h"
 #include "hw/probe.h"
 #include "tune/flags.h"
 #include "tune/measure.h"
+#include "tune/plan.h"
 #include "tune/profile.h"
 #include "tune/report.h"
 #include "tune/search_space.h"
@@ -23,100 +22,12 @@
 namespace hone::cli {
 namespace {
 
-struct TuneArgs {
-  std::string model;
-  std::string workload = "chat";
-  int prompt_tokens = 128;
-  int gen_tokens = 64;
-  int ctx = 0;
-  int concurrency = 4;
-  double min_stream_tps = 0;
-  std::string budget = "5m";
-  bool exhaustive = false;
+struct TuneArgs : tune::TuneRequest {
   bool json = false;
   bool quiet = false;
   bool no_save = false;
   bool no_isolate = false;
 };
-
-// Everything checked before any measuring starts.
-struct Plan {
-  tune::WorkloadSpec spec;
-  double budget_s = 0;
-  engine::GgufFile gguf;
-  hw::MachineInfo machine;
-};
-
-// A deliberately rough cost of one trial (load, warm-up, two repetitions):
-// prefill at 50 GFLOP/s per core, decode at the memory-bandwidth roofline.
-double EstimateTrialSeconds(const Plan& p) {
-  const double params = static_cast<double>(p.gguf.n_params());
-  const double cores = std::max(1, p.machine.physical_cores);
-  const double seqs = p.spec.workload == tune::Workload::kChat ? 1 : p.spec.concurrency;
-  const double prefill = 2 * params * p.spec.prompt_tokens * seqs / (50e9 * cores);
-  const double gbps = p.machine.bandwidth.read_gbps > 0 ? p.machine.bandwidth.read_gbps : 10;
-  const double decode = p.spec.gen_tokens * static_cast<double>(p.gguf.tensor_bytes()) / (gbps * 1e9);
-  const double load = static_cast<double>(p.gguf.file_bytes) / 2e9;
-  // Each repetition lasts at least min_rep_seconds (tiny models repeat the workload).
-  return load + 3 * std::max(prefill + decode, p.spec.min_rep_seconds);
-}
-
-int MakePlan(const TuneArgs& a, Plan* p) {
-  auto w = tune::ParseWorkload(a.workload);
-  if (!w) return Fail(w.error().message, 2);
-  auto budget = tune::ParseDuration(a.budget);
-  if (!budget) return Fail("--budget: " + budget.error().message, 2);
-  if (a.prompt_tokens < 1 || a.gen_tokens < 2 || a.concurrency < 1 || a.ctx < 0) {
-    return Fail("--prompt-tokens must be >= 1, --gen-tokens >= 2, --concurrency >= 1 and --ctx >= 0", 2);
-  }
-  auto g = engine::ReadGguf(a.model);
-  if (!g) return Fail(g.error().ToString());
-  if (g->architecture.empty()) return Fail("corrupt: " + a.model + ": GGUF has no general.architecture key");
-  p->gguf = *g;
-  p->budget_s = *budget;
-  tune::WorkloadSpec& s = p->spec;
-  s.workload = *w;
-  s.prompt_tokens = a.prompt_tokens;
-  s.gen_tokens = a.gen_tokens;
-  s.concurrency = *w == tune::Workload::kChat ? 1 : a.concurrency;
-  s.min_stream_tps = a.min_stream_tps;
-  const int need = s.concurrency * (a.prompt_tokens + a.gen_tokens + 8);
-  s.n_ctx = a.ctx > 0 ? a.ctx : (need + 255) / 256 * 256;
-  if (static_cast<int>(s.n_ctx) < need) {
-    return Fail("--ctx " + std::to_string(a.ctx) + " cannot hold " + std::to_string(s.concurrency) + " x (" +
-                    std::to_string(a.prompt_tokens) + " prompt + " + std::to_string(a.gen_tokens) +
-                    " generated) tokens",
-                2);
-  }
-  if (!a.quiet) std::fprintf(stderr, "[hone] probing the machine (memory bandwidth takes about a second)\n");
-  auto m = hw::Probe();
-  if (!m) return Fail(m.error().ToString());
-  p->machine = *m;
-  s.memory_budget = m->usable_memory_bytes();
-  // The largest micro-batch the search may try sizes the compute buffer.
-  engine::MemoryRequest req{s.n_ctx, 1024, static_cast<uint32_t>(s.concurrency), "f16", false};
-  if (auto est = engine::EstimateMemory(*g, req);
-      est && s.memory_budget > 0 && est->total() > s.memory_budget) {
-    return Fail("out of memory: a context of " + std::to_string(s.n_ctx) + " tokens needs about " +
-                FormatBytes(est->total()) + " with the weights, but only " + FormatBytes(s.memory_budget) +
-                " is available; use a smaller --ctx");
-  }
-  double one = EstimateTrialSeconds(*p);
-  if (!a.exhaustive && p->budget_s < one) {
-    char msg[256];
-    std::snprintf(msg, sizeof(msg),
-                  "--budget %s (%.0f s) is too small for even one trial (about %.1f s here)",
-                  a.budget.c_str(), p->budget_s, one);
-    return Fail(msg, 2);
-  }
-  return 0;
-}
-
-bool MlockAllowed(uint64_t bytes) {
-  rlimit r{};
-  if (getrlimit(RLIMIT_MEMLOCK, &r) != 0) return false;
-  return r.rlim_cur == RLIM_INFINITY || r.rlim_cur >= bytes;
-}
 
 std::string UtcNow() {
   std::time_t t = std::time(nullptr);
@@ -157,22 +68,6 @@ nlohmann::json TrialJson(const tune::Trial& t) {
           {"error", t.error}};
 }
 
-nlohmann::json ConfigJson(const tune::Config& c) {
-  return {{"threads", c.threads},
-          {"threads_batch", c.threads_batch},
-          {"placement", c.placement},
-          {"cpus", c.cpus},
-          {"strict_cpu", c.strict_cpu},
-          {"poll", c.poll},
-          {"n_batch", c.n_batch},
-          {"n_ubatch", c.n_ubatch},
-          {"flash_attn", engine::FlashAttnName(c.flash_attn)},
-          {"kv_type", c.kv_type},
-          {"load_mode", engine::LoadModeName(c.load_mode)},
-          {"repack", c.repack},
-          {"n_parallel", c.n_parallel}};
-}
-
 const tune::Trial* FinalTrial(const tune::SearchResult& r, const tune::Config& c) {
   const tune::Trial* found = nullptr;
   for (const tune::Trial& t : r.trials) {
@@ -190,7 +85,7 @@ struct Outcome {
   std::string saved_to;
 };
 
-void PrintText(const TuneArgs& a, const Plan& p, const tune::SearchResult& r, const Outcome& o) {
+void PrintText(const TuneArgs& a, const tune::Plan& p, const tune::SearchResult& r, const Outcome& o) {
   std::printf("%s\n", tune::TrialTable(r).c_str());
   std::printf("objective      %s\n", tune::ObjectiveDescription(p.spec.workload).c_str());
   std::printf("defaults       %s\n", r.trials[0].config.Key().c_str());
@@ -228,7 +123,7 @@ void PrintText(const TuneArgs& a, const Plan& p, const tune::SearchResult& r, co
     std::printf("profile        %s (hone run loads it automatically)\n", o.saved_to.c_str());
 }
 
-void PrintJson(const TuneArgs& a, const Plan& p, const tune::SearchResult& r, const Outcome& o) {
+void PrintJson(const TuneArgs& a, const tune::Plan& p, const tune::SearchResult& r, const Outcome& o) {
   nlohmann::json trials = nlohmann::json::array();
   for (const tune::Trial& t : r.trials) trials.push_back(TrialJson(t));
   nlohmann::json j = {{"model", a.model},
@@ -241,8 +136,8 @@ void PrintJson(const TuneArgs& a, const Plan& p, const tune::SearchResult& r, co
                       {"grid_size", o.grid_size},
                       {"default", r.trials[0].config.Key()},
                       {"best", r.best.Key()},
-                      {"best_params", ConfigJson(r.best)},
-                      {"default_params", ConfigJson(r.trials[0].config)},
+                      {"best_params", tune::ConfigJson(r.best)},
+                      {"default_params", tune::ConfigJson(r.trials[0].config)},
                       {"kept_defaults", r.kept_defaults},
                       {"default_score", r.default_score.mean},
                       {"best_score", r.best_score.mean},
@@ -266,7 +161,7 @@ void PrintJson(const TuneArgs& a, const Plan& p, const tune::SearchResult& r, co
   std::printf("%s\n", j.dump(2).c_str());
 }
 
-tune::Profile MakeProfile(const TuneArgs& a, const Plan& p, const tune::SearchResult& r,
+tune::Profile MakeProfile(const TuneArgs& a, const tune::Plan& p, const tune::SearchResult& r,
                           const std::string& hash) {
   tune::Profile pr;
   pr.fingerprint = hw::Fingerprint(p.machine);
@@ -289,19 +184,18 @@ tune::Profile MakeProfile(const TuneArgs& a, const Plan& p, const tune::SearchRe
 }
 
 int Tune(const TuneArgs& a) {
-  Plan p;
-  if (int rc = MakePlan(a, &p)) return rc;
+  auto planned = tune::MakePlan(a, [&](const std::string& line) {
+    if (!a.quiet) std::fprintf(stderr, "[hone] %s\n", line.c_str());
+  });
+  if (!planned) {
+    const Error& e = planned.error();
+    return e.code == ErrorCode::kInvalidArgument ? Fail(e.message, 2) : Fail(e.ToString());
+  }
+  tune::Plan& p = *planned;
   auto hash = tune::ModelHash(a.model);
   if (!hash) return Fail(hash.error().ToString());
 
-  tune::SpaceRequest sr;
-  sr.workload = p.spec.workload;
-  sr.prompt_tokens = p.spec.prompt_tokens;
-  sr.concurrency = p.spec.concurrency;
-  sr.model_bytes = p.gguf.file_bytes;
-  sr.mlock_allowed = MlockAllowed(p.gguf.file_bytes);
-  sr.poll_applies = !engine::UsesOpenMp();
-  sr.amx_usable = engine::Amx().usable;
+  const tune::SpaceRequest sr = tune::SpaceRequestFor(p);
   tune::SearchSpace space = tune::BuildSearchSpace(p.machine, sr);
   Outcome o;
   o.grid_size = space.GridSize();

@@ -38,9 +38,11 @@ class ImatrixCollector {
 
  private:
   bool Collect(ggml_tensor* t);
+  // mu_ guards entries_ and scratch_: ggml calls Collect from its compute
+  // threads, which may run graph nodes of one batch at once.
   std::mutex mu_;
-  std::map<std::string, Entry> entries_;
-  std::vector<char> scratch_;
+  std::map<std::string, Entry> entries_;  // GUARDED_BY(mu_); read by entries() only after the run
+  std::vector<char> scratch_;             // GUARDED_BY(mu_): a tensor's rows copied off the backend
 };
 
 // Reads an imatrix file (GGUF format) into what llama_model_quantize takes:

@@ -20,6 +20,7 @@
 
 #include "hw/bandwidth.h"
 #include "hw/sysfs.h"
+#include "util/units.h"
 
 namespace hone::hw {
 namespace {

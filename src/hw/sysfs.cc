@@ -205,28 +205,6 @@ Result<std::vector<int>> ParseCpuList(std::string_view text) {
   return cpus;
 }
 
-Result<uint64_t> ParseSize(std::string_view text) {
-  text = Trim(text);
-  uint64_t mult = 1;
-  if (!text.empty()) {
-    switch (text.back()) {
-      case 'K':
-        mult = 1ull << 10;
-        break;
-      case 'M':
-        mult = 1ull << 20;
-        break;
-      case 'G':
-        mult = 1ull << 30;
-        break;
-    }
-    if (mult != 1) text.remove_suffix(1);
-  }
-  uint64_t n = 0;
-  if (!ParseNumber(text, &n)) return MakeError(ErrorCode::kCorrupt, "bad size '" + std::string(text) + "'");
-  return n * mult;
-}
-
 Result<CpuInfo> ParseCpuInfo(std::string_view text) {
   CpuInfo info;
   std::string x86_flags, arm_features;

@@ -47,8 +47,6 @@ bool ParseNumber(std::string_view s, T* out, int base = 10) {
 // deduplicated. Whitespace around items is ignored; "" gives an empty list.
 Result<std::vector<int>> ParseCpuList(std::string_view text);
 
-// sysfs cache sizes: "48K", "2048K", "32M", "1G" or plain bytes.
-Result<uint64_t> ParseSize(std::string_view text);
 
 struct CpuInfo {
   struct Processor {

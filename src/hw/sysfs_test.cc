@@ -42,15 +42,6 @@ TEST(CpuListTest, RejectsGarbage) {
   }
 }
 
-TEST(ParseSizeTest, Units) {
-  EXPECT_EQ(*ParseSize("48K"), 48u * 1024);
-  EXPECT_EQ(*ParseSize("32M\n"), 32u << 20);
-  EXPECT_EQ(*ParseSize("1G"), 1ull << 30);
-  EXPECT_EQ(*ParseSize("4096"), 4096u);
-  EXPECT_FALSE(ParseSize("K").ok());
-  EXPECT_FALSE(ParseSize("12Q").ok());
-}
-
 TEST(RootedPathTest, JoinsWithoutDoubleSlash) {
   EXPECT_EQ(RootedPath("/", "/proc/meminfo"), "/proc/meminfo");
   EXPECT_EQ(RootedPath("", "/proc/meminfo"), "/proc/meminfo");

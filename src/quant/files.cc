@@ -21,8 +21,8 @@ Result<std::string> HashFile(const std::string& path) {
   auto size = fs::file_size(path, ec);
   if (ec) return MakeError(ErrorCode::kNotFound, "cannot read " + path);
   auto mtime = fs::last_write_time(path, ec).time_since_epoch().count();
-  static std::mutex mu;
-  static std::map<std::string, std::string> memo;
+  static std::mutex mu;                            // guards memo
+  static std::map<std::string, std::string> memo;  // GUARDED_BY(mu): path|size|mtime -> hash
   const std::string key = path + "|" + std::to_string(size) + "|" + std::to_string(mtime);
   {
     std::lock_guard<std::mutex> lock(mu);

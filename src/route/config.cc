@@ -1,6 +1,7 @@
 #include "route/config.h"
 
 #include "serve/config.h"
+#include "util/units.h"
 
 #include <toml++/toml.h>
 
@@ -24,7 +25,7 @@ Status GetSeconds(const toml::table& t, const char* key, const std::string& wher
   if (auto num = n->value<double>()) {
     *out = *num;
   } else if (auto s = n->value<std::string>()) {
-    auto v = ParseSeconds(*s);
+    auto v = ParseDuration(*s);
     if (!v) return Bad(where, std::string(key) + ": " + v.error().message);
     *out = *v;
   } else {
@@ -369,26 +370,6 @@ const char* PolicyName(Policy p) {
   return "?";
 }
 
-Result<double> ParseSeconds(const std::string& text) {
-  size_t i = 0;
-  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
-  if (i == 0)
-    return MakeError(ErrorCode::kInvalidArgument, "'" + text + "' is not a duration (try \"1.5s\")");
-  double v = 0;
-  try {
-    v = std::stod(text.substr(0, i));
-  } catch (...) {
-    return MakeError(ErrorCode::kInvalidArgument, "'" + text + "' is not a duration");
-  }
-  const std::string unit = text.substr(i);
-  if (unit.empty() || unit == "s") return v;
-  if (unit == "ms") return v / 1000;
-  if (unit == "m") return v * 60;
-  if (unit == "h") return v * 3600;
-  return MakeError(ErrorCode::kInvalidArgument,
-                   "'" + text + "': unknown unit '" + unit + "' (ms, s, m or h)");
-}
-
 Result<RouterConfig> ParseRouterConfig(const std::string& text, const std::string& origin,
                                        const std::function<const char*(const char*)>& getenv) {
   toml::table t;
@@ -437,7 +418,7 @@ Result<RouterConfig> ParseRouterConfig(const std::string& text, const std::strin
         if (*i < 4096) return Bad(at, "max_bytes must be at least 4096");
         c.cache.max_bytes = static_cast<uint64_t>(*i);
       } else if (auto str = n->value<std::string>()) {
-        auto b = serve::ParseBytes(*str);
+        auto b = ParseSize(*str);
         if (!b) return Bad(at, "max_bytes: " + b.error().message);
         if (*b < 4096) return Bad(at, "max_bytes must be at least 4096");
         c.cache.max_bytes = *b;

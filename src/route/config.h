@@ -149,8 +149,6 @@ struct RouterConfig {
   bool empty() const { return upstreams.empty() && routes.empty(); }
 };
 
-// "1.5s", "100ms", "5m", "1h", or a bare number of seconds.
-Result<double> ParseSeconds(const std::string& text);
 
 // Reads [[upstream]] and [[route]] from a TOML file (other keys are the
 // server's own). `getenv` resolves api_keys_env. Every mistake is an

@@ -231,16 +231,5 @@ TEST(RouterConfig, ReplicasAndTheAffinityPolicy) {
   EXPECT_STREQ(PolicyName(Policy::kAffinity), "affinity");
 }
 
-TEST(RouterConfig, Durations) {
-  EXPECT_DOUBLE_EQ(*ParseSeconds("1.5s"), 1.5);
-  EXPECT_DOUBLE_EQ(*ParseSeconds("250ms"), 0.25);
-  EXPECT_DOUBLE_EQ(*ParseSeconds("2m"), 120);
-  EXPECT_DOUBLE_EQ(*ParseSeconds("1h"), 3600);
-  EXPECT_DOUBLE_EQ(*ParseSeconds("7"), 7);
-  EXPECT_FALSE(ParseSeconds("").ok());
-  EXPECT_FALSE(ParseSeconds("s").ok());
-  EXPECT_FALSE(ParseSeconds("5d").ok());
-}
-
 }  // namespace
 }  // namespace hone::route

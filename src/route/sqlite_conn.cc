@@ -54,7 +54,7 @@ class FifoLock {
   }
 
  private:
-  std::mutex mu_;
+  std::mutex mu_;  // guards the wait list, the owner and its depth below
   struct Waiter {
     std::condition_variable* cv;
     std::thread::id id;

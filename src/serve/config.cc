@@ -3,6 +3,7 @@
 #include <toml++/toml.h>
 
 #include "hw/probe.h"
+#include "util/units.h"
 
 #include <cstdlib>
 
@@ -270,26 +271,6 @@ Status ApplyToml(ServeConfig& c, const std::string& path) {
   return Status::Ok();
 }
 
-Result<uint64_t> ParseBytes(const std::string& text) {
-  if (text.empty()) return MakeError(ErrorCode::kInvalidArgument, "empty size");
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (...) {
-    return MakeError(ErrorCode::kInvalidArgument, "'" + text + "' is not a size (e.g. 8G, 512M)");
-  }
-  std::string unit = text.substr(used);
-  double mul = unit.empty() || unit == "B"    ? 1
-               : unit == "K" || unit == "KiB" ? 1024.0
-               : unit == "M" || unit == "MiB" ? 1048576.0
-               : unit == "G" || unit == "GiB" ? 1073741824.0
-                                              : -1;
-  if (mul < 0 || v < 0)
-    return MakeError(ErrorCode::kInvalidArgument, "'" + text + "' is not a size (e.g. 8G, 512M)");
-  return static_cast<uint64_t>(v * mul);
-}
-
 namespace {
 Result<std::vector<std::string>> LoadKeys(const std::string& list, const std::string& file, const char* what) {
   std::vector<std::string> keys = SplitComma(list);
@@ -338,7 +319,7 @@ Result<PromptCacheBudget> ResolvePromptCacheBudget(const ServeConfig& c) {
     auto m = hw::Probe(po);
     b.ram_bytes = std::min<uint64_t>(8 * kGiB, m ? m->usable_memory_bytes() / 4 : 0);
   } else {
-    auto v = ParseBytes(c.cache_ram);
+    auto v = ParseSize(c.cache_ram);
     if (!v) return MakeError(ErrorCode::kInvalidArgument, "cache-ram: " + v.error().message);
     b.ram_bytes = *v;
   }
@@ -349,7 +330,7 @@ Result<PromptCacheBudget> ResolvePromptCacheBudget(const ServeConfig& c) {
     const auto space = std::filesystem::space(probe.empty() ? "." : probe, ec);
     b.disk_bytes = ec ? 0 : std::min<uint64_t>(16 * kGiB, space.available / 10);
   } else {
-    auto v = ParseBytes(c.cache_disk);
+    auto v = ParseSize(c.cache_disk);
     if (!v) return MakeError(ErrorCode::kInvalidArgument, "cache-disk: " + v.error().message);
     b.disk_bytes = *v;
   }

@@ -82,8 +82,6 @@ std::string EnvName(const char* setting);
 
 // "a,b,,c" -> {"a", "b", "c"}.
 std::vector<std::string> SplitComma(const std::string& s);
-// "8G", "512M", "1024" (bytes) -> bytes.
-Result<uint64_t> ParseBytes(const std::string& text);
 // Keys from api_key_file and api_keys; empty = no authentication.
 Result<std::vector<std::string>> LoadApiKeys(const ServeConfig& c);
 // Keys from admin_key_file and admin_keys: with any, only they reach the admin

@@ -82,11 +82,13 @@ class Job {
 
  private:
   std::atomic<bool> cancelled_{false};
+  // mu_ guards the hand-over between the scheduler thread (Emit, Finish) and
+  // the reader (everything below); cv_ wakes the reader on either.
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::string pending_;
-  bool finished_ = false;
-  JobResult result_;
+  std::string pending_;    // GUARDED_BY(mu_): text emitted, not yet read
+  bool finished_ = false;  // GUARDED_BY(mu_)
+  JobResult result_;       // GUARDED_BY(mu_): valid once finished_
 };
 
 }  // namespace hone::serve

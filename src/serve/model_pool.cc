@@ -33,41 +33,6 @@ std::optional<Clock::time_point> ExpiryFor(double keep_alive_s) {
 
 }  // namespace
 
-Result<double> ParseDuration(const std::string& text) {
-  if (text.empty()) return MakeError(ErrorCode::kInvalidArgument, "empty duration");
-  size_t i = 0;
-  double total = 0;
-  bool neg = false, any = false;
-  if (text[0] == '-') neg = true, i = 1;
-  while (i < text.size()) {
-    size_t j = i;
-    while (j < text.size() && (std::isdigit(static_cast<unsigned char>(text[j])) || text[j] == '.')) ++j;
-    if (j == i)
-      return MakeError(ErrorCode::kInvalidArgument, "bad duration '" + text + "' (use e.g. 5m, 30s, -1)");
-    // strtod, not stod: "." or 400 digits are a bad duration, not an exception.
-    const std::string number = text.substr(i, j - i);
-    char* end = nullptr;
-    const double v = std::strtod(number.c_str(), &end);
-    if (end != number.c_str() + number.size() || !std::isfinite(v))
-      return MakeError(ErrorCode::kInvalidArgument, "bad duration '" + text + "' (use e.g. 5m, 30s, -1)");
-    size_t k = j;
-    while (k < text.size() && std::isalpha(static_cast<unsigned char>(text[k]))) ++k;
-    std::string unit = text.substr(j, k - j);
-    double mul = unit == "" || unit == "s" ? 1
-                 : unit == "ms"            ? 1e-3
-                 : unit == "m"             ? 60
-                 : unit == "h"             ? 3600
-                                           : -1;
-    if (mul < 0)
-      return MakeError(ErrorCode::kInvalidArgument, "bad duration unit '" + unit + "' in '" + text + "'");
-    total += v * mul;
-    any = true;
-    i = k;
-  }
-  if (!any || !std::isfinite(total)) return MakeError(ErrorCode::kInvalidArgument, "bad duration '" + text + "'");
-  return neg ? -total : total;
-}
-
 namespace {
 
 // Counts a request's texts as embedding work ahead from the moment it is

@@ -77,6 +77,8 @@ class LoadedModel {
 
  private:
   friend class ModelPool;
+  // Held for a whole Embed call: one embedding batch at a time per model, as
+  // the context holds one batch; a waiter gives up after its deadline.
   std::timed_mutex embed_mu_;
   std::atomic<int> embed_waiting_{0};  // Embed calls not yet holding embed_mu_
   std::atomic<bool> embed_running_{false};          // an Embed holds embed_mu_
@@ -141,7 +143,7 @@ class ModelPool {
   friend class Lease;
   struct Entry {
     std::mutex load_mu;  // one load at a time per model; other models keep serving
-    std::shared_ptr<LoadedModel> loaded;
+    std::shared_ptr<LoadedModel> loaded;  // GUARDED_BY(ModelPool::mu_): null when not resident
     std::atomic<int> load_waiters{0};  // Acquire calls at or past load_mu
     // GUARDED_BY(load_mu): the last failed load, its file's identity, and until when it stands.
     std::optional<Error> failed;
@@ -160,9 +162,15 @@ class ModelPool {
   const Registry& registry_;
   PoolOptions opt_;
   Metrics* metrics_;
+  // mu_ guards which models are resident (each Entry::loaded and its
+  // LoadedModel's use count, last use and expiry), stopping_ and
+  // reserved_bytes_. Never held across a load or an unload: those take
+  // seconds, and other models keep serving meanwhile.
   mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
+  std::condition_variable cv_;  // wakes the reaper to stop
+  bool stopping_ = false;       // GUARDED_BY(mu_)
+  // One Entry per registry model, made in the constructor; the map itself
+  // never changes after it, so it is read without a lock.
   std::map<std::string, std::unique_ptr<Entry>> entries_;
   // GUARDED_BY(mu_): the estimates of loads admitted but not yet resident.
   // Loads of different models run at once; without this, two could each see
@@ -171,7 +179,5 @@ class ModelPool {
   std::thread reaper_;
 };
 
-// "5m", "1h30m", "10s", "0", "-1", or a number of seconds. Ollama's format.
-Result<double> ParseDuration(const std::string& text);
 
 }  // namespace hone::serve

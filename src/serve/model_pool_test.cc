@@ -208,19 +208,6 @@ TEST(ModelPoolTest, WaitersForOneLoadAreBounded) {
   EXPECT_NE(r.error().message.find("wait for 'stories260K' to load"), std::string::npos) << r.error().message;
 }
 
-TEST(ModelPoolTest, DurationsParseLikeOllama) {
-  EXPECT_DOUBLE_EQ(*ParseDuration("5m"), 300);
-  EXPECT_DOUBLE_EQ(*ParseDuration("1h30m"), 5400);
-  EXPECT_DOUBLE_EQ(*ParseDuration("0"), 0);
-  EXPECT_LT(*ParseDuration("-1"), 0);
-  EXPECT_DOUBLE_EQ(*ParseDuration("250ms"), 0.25);
-  EXPECT_FALSE(ParseDuration("5 minutes").ok());
-  EXPECT_FALSE(ParseDuration("").ok());
-  // Found by fuzz_ollama_request: these threw out of std::stod.
-  for (const char* bad : {".", "..s", "-.", "1.2.3m"}) EXPECT_FALSE(ParseDuration(bad).ok()) << bad;
-  EXPECT_FALSE(ParseDuration(std::string(400, '9')).ok());
-}
-
 #ifdef HONE_HAVE_TUNE
 }  // namespace
 }  // namespace hone::serve

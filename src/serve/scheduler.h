@@ -210,7 +210,7 @@ class Scheduler {
   std::condition_variable cv_;
   std::deque<Pending> queue_;  // GUARDED_BY(mu_)
   int places_held_ = 0;        // GUARDED_BY(mu_): QueuePlaces not yet used or given up
-  bool stopping_ = false;
+  bool stopping_ = false;      // GUARDED_BY(mu_)
   std::atomic<int> active_{0};
   std::atomic<int> max_seqs_per_step_{0};
   std::atomic<long> steps_{0};

@@ -67,43 +67,4 @@ Config DefaultConfig(int physical_cores, int n_parallel) {
   return c;
 }
 
-Result<double> ParseDuration(const std::string& text) {
-  auto bad = [&] {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "bad duration '" + text + "' (expected e.g. 90s, 5m or 1h30m)");
-  };
-  if (text.empty()) return bad();
-  double total = 0;
-  size_t i = 0;
-  while (i < text.size()) {
-    size_t j = i;
-    while (j < text.size() && (std::isdigit(static_cast<unsigned char>(text[j])) || text[j] == '.')) ++j;
-    if (j == i) return bad();
-    double v;
-    try {
-      v = std::stod(text.substr(i, j - i));
-    } catch (...) {
-      return bad();
-    }
-    double unit = 1;
-    if (j < text.size()) {
-      char u = text[j++];
-      if (u == 'h')
-        unit = 3600;
-      else if (u == 'm')
-        unit = 60;
-      else if (u == 's')
-        unit = 1;
-      else
-        return bad();
-    } else if (i > 0) {
-      return bad();  // "1h30" is ambiguous
-    }
-    total += v * unit;
-    i = j;
-  }
-  if (total <= 0) return bad();
-  return total;
-}
-
 }  // namespace hone::tune

@@ -51,7 +51,5 @@ struct Config {
 // ubatch 512, flash attention auto, f16 KV, mmap, repacking on.
 Config DefaultConfig(int physical_cores, int n_parallel = 1);
 
-// "90", "90s", "5m", "1h30m" -> seconds. Errors: kInvalidArgument.
-Result<double> ParseDuration(const std::string& text);
 
 }  // namespace hone::tune

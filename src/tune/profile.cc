@@ -25,10 +25,49 @@ std::string ProfilePath(const std::string& fingerprint, const std::string& model
   return ProfileDir() + "/" + fingerprint + "-" + model_hash + ".toml";
 }
 
+nlohmann::json ConfigJson(const Config& c) {
+  return {{"threads", c.threads},
+          {"threads_batch", c.threads_batch},
+          {"placement", c.placement},
+          {"cpus", c.cpus},
+          {"strict_cpu", c.strict_cpu},
+          {"poll", c.poll},
+          {"n_batch", c.n_batch},
+          {"n_ubatch", c.n_ubatch},
+          {"flash_attn", engine::FlashAttnName(c.flash_attn)},
+          {"kv_type", c.kv_type},
+          {"load_mode", engine::LoadModeName(c.load_mode)},
+          {"repack", c.repack},
+          {"amx", c.amx},
+          {"n_parallel", c.n_parallel}};
+}
+
+namespace {
+
+// The profile's [params]: ConfigJson's fields, so the file and `hone tune
+// --json` can never list different parameters.
+toml::table ParamsTable(const Config& c) {
+  toml::table t;
+  const nlohmann::json fields = ConfigJson(c);  // named: items() of a temporary would dangle
+  for (const auto& [key, v] : fields.items()) {
+    if (v.is_boolean()) {
+      t.insert(key, v.get<bool>());
+    } else if (v.is_number_integer()) {
+      t.insert(key, v.get<int64_t>());
+    } else if (v.is_string()) {
+      t.insert(key, v.get<std::string>());
+    } else if (v.is_array()) {
+      toml::array a;
+      for (const auto& x : v) a.push_back(x.get<int64_t>());
+      t.insert(key, std::move(a));
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
 std::string ProfileToToml(const Profile& p) {
-  const Config& c = p.config;
-  toml::array cpus;
-  for (int x : c.cpus) cpus.push_back(x);
   toml::table t{
       {"profile", toml::table{{"version", p.version},
                               {"fingerprint", p.fingerprint},
@@ -39,20 +78,7 @@ std::string ProfileToToml(const Profile& p) {
                               {"prompt_tokens", p.prompt_tokens},
                               {"gen_tokens", p.gen_tokens},
                               {"concurrency", p.concurrency}}},
-      {"params", toml::table{{"threads", c.threads},
-                             {"threads_batch", c.threads_batch},
-                             {"placement", c.placement},
-                             {"cpus", cpus},
-                             {"strict_cpu", c.strict_cpu},
-                             {"poll", c.poll},
-                             {"n_batch", c.n_batch},
-                             {"n_ubatch", c.n_ubatch},
-                             {"flash_attn", engine::FlashAttnName(c.flash_attn)},
-                             {"kv_type", c.kv_type},
-                             {"load_mode", engine::LoadModeName(c.load_mode)},
-                             {"repack", c.repack},
-                             {"amx", c.amx},
-                             {"n_parallel", c.n_parallel}}},
+      {"params", ParamsTable(p.config)},
       {"result", toml::table{{"objective", p.objective},
                              {"best_score", p.best_score},
                              {"default_score", p.default_score},

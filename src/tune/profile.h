@@ -5,6 +5,7 @@
 // it with ApplyProfile; flags given on the command line still win.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -43,6 +44,9 @@ Result<std::string> ModelHash(const std::string& path);
 std::string ProfileDir();
 std::string ProfilePath(const std::string& fingerprint, const std::string& model_hash);
 
+// The run parameters as JSON (`hone tune --json`); the profile's [params]
+// table is made from it.
+nlohmann::json ConfigJson(const Config& c);
 std::string ProfileToToml(const Profile& p);
 // Errors: kCorrupt (not valid TOML or a field has the wrong type/value).
 Result<Profile> ProfileFromToml(const std::string& text);
