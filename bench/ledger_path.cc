@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   route::Price price{0.15, 0.075, 0.60};
-  serve::Usage usage;
+  backend::Usage usage;
   usage.prompt_tokens = 300;
   usage.completion_tokens = 120;
   nlohmann::json out = {{"ledger", ledger}, {"clients", clients}, {"ops_per_client", ops}};

@@ -53,7 +53,7 @@ HttpResponse HoneRender(serve::ModelPool& pool, const api::GenerationCodec& chat
   if (!j) return Fail(j.error());
   auto parsed = chat.Parse(*j);
   if (!parsed) return Fail(parsed.error());
-  const serve::GenerationRequest& r = parsed->request;
+  const backend::GenerationRequest& r = parsed->request;
   if (!r.chat || r.messages.empty()) return Fail(BadRequest("'messages' must not be empty"));
   auto lease = pool.Acquire(r.model, std::nullopt);
   if (!lease) return Fail(lease.error());

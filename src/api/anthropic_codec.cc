@@ -47,7 +47,7 @@ Result<std::string> TextOf(const json& content, const std::string& where) {
 
 // One Anthropic message as hone's: text and tool_use blocks make an assistant
 // turn; each tool_result block becomes a tool turn, before the user's text.
-Status AddMessage(const json& m, size_t index, std::vector<serve::Message>* out) {
+Status AddMessage(const json& m, size_t index, std::vector<backend::Message>* out) {
   const std::string where = "messages[" + std::to_string(index) + "]";
   if (!m.is_object()) return BadRequest("'" + where + "' must be an object");
   Status err;
@@ -57,7 +57,7 @@ Status AddMessage(const json& m, size_t index, std::vector<serve::Message>* out)
     return BadRequest("'" + where + ".role' must be \"user\" or \"assistant\"");
   if (!m.contains("content")) return BadRequest("'" + where + ".content' is required");
   const json& content = m["content"];
-  serve::Message msg(*role, "");
+  backend::Message msg(*role, "");
   if (content.is_string()) {
     msg.content = content.get<std::string>();
     out->push_back(std::move(msg));
@@ -91,7 +91,7 @@ Status AddMessage(const json& m, size_t index, std::vector<serve::Message>* out)
       }
       auto text = TextOf(b.contains("content") ? b["content"] : json(), at + ".content");
       if (!text) return text.error();
-      serve::Message result("tool", *text);
+      backend::Message result("tool", *text);
       if (BoolOr(b, "is_error", false)) result.content = "Error: " + result.content;
       result.tool_call_id = b["tool_use_id"].get<std::string>();
       out->push_back(std::move(result));
@@ -107,18 +107,18 @@ Status AddMessage(const json& m, size_t index, std::vector<serve::Message>* out)
   return Status::Ok();
 }
 
-Result<serve::ToolChoice> ParseChoice(const json& j, const std::vector<serve::Tool>& tools,
+Result<backend::ToolChoice> ParseChoice(const json& j, const std::vector<backend::Tool>& tools,
                                       std::optional<bool>* parallel) {
-  serve::ToolChoice c;
+  backend::ToolChoice c;
   if (!j.contains("tool_choice") || j["tool_choice"].is_null()) return c;
   const json& t = j["tool_choice"];
   const std::string type = t.is_object() ? StringOr(t, "type") : "";
   if (t.is_object() && BoolOr(t, "disable_parallel_tool_use", false)) *parallel = false;
   if (type == "auto") return c;
-  if (type == "none") return c.mode = serve::ToolChoice::Mode::kNone, c;
+  if (type == "none") return c.mode = backend::ToolChoice::Mode::kNone, c;
   if (type == "any" || type == "tool") {
     if (tools.empty()) return BadRequest("'tool_choice' asks for a tool but there are no 'tools'");
-    c.mode = serve::ToolChoice::Mode::kRequired;
+    c.mode = backend::ToolChoice::Mode::kRequired;
     if (type == "any") return c;
     const std::string name = StringOr(t, "name");
     bool known = false;
@@ -130,7 +130,7 @@ Result<serve::ToolChoice> ParseChoice(const json& j, const std::vector<serve::To
   return BadRequest("'tool_choice.type' must be \"auto\", \"any\", \"tool\" or \"none\"");
 }
 
-json UsageJson(const serve::Usage& u) {
+json UsageJson(const backend::Usage& u) {
   return {{"input_tokens", u.prompt_tokens},
           {"output_tokens", u.completion_tokens},
           {"cache_read_input_tokens", u.cached_tokens},
@@ -165,7 +165,7 @@ class Stream final : public StreamEncoder {
     return out + Event("content_block_delta",
                        {{"index", index_}, {"delta", {{"type", "text_delta"}, {"text", text}}}});
   }
-  std::string ToolCall(size_t, const serve::ToolCallDelta& d) override {
+  std::string ToolCall(size_t, const backend::ToolCallDelta& d) override {
     std::string out;
     if (!d.name.empty()) {
       out += Close();
@@ -182,12 +182,12 @@ class Stream final : public StreamEncoder {
     }
     return out;
   }
-  std::string ChoiceEnd(size_t, const serve::ChoiceResult& r) override {
+  std::string ChoiceEnd(size_t, const backend::ChoiceResult& r) override {
     return Close() + Event("message_delta",
                            {{"delta", {{"stop_reason", StopReason(r)}, {"stop_sequence", StopSequence(r)}}},
                             {"usage", UsageJson(r.usage)}});
   }
-  std::string End(const serve::Usage&) override { return Event("message_stop", json::object()); }
+  std::string End(const backend::Usage&) override { return Event("message_stop", json::object()); }
   std::string Failure(const Error& e) override {
     HttpError h = ToHttpError(e, ApiFlavor::kAnthropic);
     return Event("error", {{"error", {{"type", AnthropicErrorType(h.status)}, {"message", h.message}}}});
@@ -207,16 +207,16 @@ class Stream final : public StreamEncoder {
 
 }  // namespace
 
-json StopSequence(const serve::ChoiceResult& r) {
+json StopSequence(const backend::ChoiceResult& r) {
   return r.stop_sequence.empty() ? json(nullptr) : json(r.stop_sequence);
 }
 
-const char* StopReason(const serve::ChoiceResult& r) {
-  if (r.finish == serve::FinishReason::kStop && !r.stop_sequence.empty()) return "stop_sequence";
+const char* StopReason(const backend::ChoiceResult& r) {
+  if (r.finish == backend::FinishReason::kStop && !r.stop_sequence.empty()) return "stop_sequence";
   switch (r.finish) {
-    case serve::FinishReason::kLength:
+    case backend::FinishReason::kLength:
       return "max_tokens";
-    case serve::FinishReason::kToolCalls:
+    case backend::FinishReason::kToolCalls:
       return "tool_use";
     default:
       return "end_turn";
@@ -227,7 +227,7 @@ namespace {
 
 // What /v1/messages and count_tokens both read: system, messages, tools and
 // tool_choice, as the chat the template renders.
-Status ParseConversation(const json& j, serve::GenerationRequest* r) {
+Status ParseConversation(const json& j, backend::GenerationRequest* r) {
   r->chat = true;
   if (j.contains("system") && !j["system"].is_null()) {
     auto system = TextOf(j["system"], "system");
@@ -261,12 +261,12 @@ Status ParseConversation(const json& j, serve::GenerationRequest* r) {
 
 Result<ParsedGeneration> MessagesCodec::Parse(const json& j) const {
   ParsedGeneration p;
-  serve::GenerationRequest& r = p.request;
+  backend::GenerationRequest& r = p.request;
   auto model = RequireString(j, "model", "'model' is required");
   if (!model) return model.error();
   r.model = *model;
   Status err;
-  serve::Sampling& s = r.sampling;
+  backend::Sampling& s = r.sampling;
   // Anthropic's defaults: temperature 1 over the whole distribution.
   s.temperature = 1.0f, s.top_p = 1.0f, s.top_k = 0, s.min_p = 0.0f;
   if (auto v = GetNumber(j, "temperature", &err)) s.temperature = static_cast<float>(*v);
@@ -275,7 +275,7 @@ Result<ParsedGeneration> MessagesCodec::Parse(const json& j) const {
   auto max_tokens = GetInt(j, "max_tokens", &err);
   if (auto v = GetStrings(j, "stop_sequences", &err)) r.stop = *v;
   if (j.contains("metadata") && j["metadata"].is_object())
-    if (auto v = GetString(j["metadata"], "user_id", &err)) r.user = v->substr(0, 256);
+    if (auto v = GetString(j["metadata"], "user_id", &err)) r.routing.user = v->substr(0, 256);
   if (auto v = GetBool(j, "stream", &err)) p.stream = *v;
   if (!err.ok()) return err.error();
   if (!max_tokens) return BadRequest("'max_tokens' is required");
@@ -286,8 +286,8 @@ Result<ParsedGeneration> MessagesCodec::Parse(const json& j) const {
   return p;
 }
 
-Result<serve::GenerationRequest> MessagesCodec::ParsePrompt(const json& j) const {
-  serve::GenerationRequest r;
+Result<backend::GenerationRequest> MessagesCodec::ParsePrompt(const json& j) const {
+  backend::GenerationRequest r;
   auto model = RequireString(j, "model", "'model' is required");
   if (!model) return model.error();
   r.model = *model;
@@ -302,7 +302,7 @@ std::unique_ptr<StreamEncoder> MessagesCodec::NewStream(const Answer& a) const {
 }
 
 json MessagesCodec::Collected(const Answer& a, const std::vector<CollectedChoice>& choices,
-                              const serve::Usage& total) const {
+                              const backend::Usage& total) const {
   const CollectedChoice& c = choices.at(0);
   json content = json::array();
   if (!c.text.empty()) content.push_back({{"type", "text"}, {"text", c.text}});

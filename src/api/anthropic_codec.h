@@ -21,17 +21,17 @@ class MessagesCodec final : public api::GenerationCodec {
   }
   std::unique_ptr<StreamEncoder> NewStream(const Answer& a) const override;
   json Collected(const Answer& a, const std::vector<CollectedChoice>& choices,
-                 const serve::Usage& total) const override;
+                 const backend::Usage& total) const override;
   // POST /v1/messages/count_tokens: model, system, messages, tools and
   // tool_choice as /v1/messages reads them (no max_tokens); answers
   // {"input_tokens": N}.
-  Result<serve::GenerationRequest> ParsePrompt(const json& body) const override;
+  Result<backend::GenerationRequest> ParsePrompt(const json& body) const override;
   json Counted(int tokens) const override { return {{"input_tokens", tokens}}; }
 };
 
 // "end_turn", "max_tokens", "tool_use", or "stop_sequence" (with the string
 // in StopSequence) for how a choice ended.
-const char* StopReason(const serve::ChoiceResult& r);
-json StopSequence(const serve::ChoiceResult& r);
+const char* StopReason(const backend::ChoiceResult& r);
+json StopSequence(const backend::ChoiceResult& r);
 
 }  // namespace hone::api::anthropic

@@ -18,7 +18,7 @@
 
 #include "api/errors.h"
 #include "api/http_types.h"
-#include "serve/backend.h"
+#include "backend/backend.h"
 #include "util/result.h"
 
 namespace hone::api {
@@ -40,7 +40,7 @@ class Codec {
 
 // What a request asks beyond the backend request itself.
 struct ParsedGeneration {
-  serve::GenerationRequest request;
+  backend::GenerationRequest request;
   bool stream = false;
   bool include_usage = false;  // OpenAI stream_options.include_usage
   bool load_only = false;      // Ollama: no prompt, only load (keep_alive 0: unload) the model
@@ -53,15 +53,15 @@ struct Answer {
   int64_t created = 0;
   std::string model;
   double load_seconds = 0;
-  serve::Clock::time_point start;  // once the request was queued
+  backend::Clock::time_point start;  // once the request was queued
   bool include_usage = false;
   json echo;  // ParsedGeneration::echo
 };
 
 struct CollectedChoice {
   std::string text;
-  std::vector<serve::ToolCall> tool_calls;  // assembled from the stream's pieces
-  serve::ChoiceResult result;
+  std::vector<backend::ToolCall> tool_calls;  // assembled from the stream's pieces
+  backend::ChoiceResult result;
 };
 
 // The frames of one streamed answer. A codec makes one per stream, so an
@@ -73,9 +73,9 @@ class StreamEncoder {
   virtual std::string Begin() { return ""; }  // before the first choice
   virtual std::string ChoiceStart(size_t choice) { return ""; }
   virtual std::string Text(size_t choice, const std::string& text) = 0;
-  virtual std::string ToolCall(size_t choice, const serve::ToolCallDelta& d) { return ""; }
-  virtual std::string ChoiceEnd(size_t choice, const serve::ChoiceResult& r) = 0;
-  virtual std::string End(const serve::Usage& total) = 0;
+  virtual std::string ToolCall(size_t choice, const backend::ToolCallDelta& d) { return ""; }
+  virtual std::string ChoiceEnd(size_t choice, const backend::ChoiceResult& r) = 0;
+  virtual std::string End(const backend::Usage& total) = 0;
   // A failure after the stream began (headers are gone): an error frame.
   virtual std::string Failure(const Error& e) = 0;
 };
@@ -95,13 +95,13 @@ class GenerationCodec : public Codec {
 
   // Not streamed: the whole answer.
   virtual json Collected(const Answer& a, const std::vector<CollectedChoice>& choices,
-                         const serve::Usage& total) const = 0;
+                         const backend::Usage& total) const = 0;
   // The answer to a load_only request.
   virtual json Loaded(const std::string& model, bool unloaded) const { return json::object(); }
 
   // A token count (Anthropic's count_tokens): the part of a body that makes
   // the prompt, and the answer with its count. APIs without one answer 404.
-  virtual Result<serve::GenerationRequest> ParsePrompt(const json& body) const {
+  virtual Result<backend::GenerationRequest> ParsePrompt(const json& body) const {
     return MakeError(ErrorCode::kNotFound, "this API has no token count endpoint");
   }
   virtual json Counted(int tokens) const { return {{"tokens", tokens}}; }
@@ -110,15 +110,15 @@ class GenerationCodec : public Codec {
 class EmbeddingCodec : public Codec {
  public:
   using Codec::Codec;
-  virtual Result<serve::EmbeddingRequest> Parse(const json& body) const = 0;
+  virtual Result<backend::EmbeddingRequest> Parse(const json& body) const = 0;
   // `body` is the request, for options that shape the answer (encoding_format).
-  virtual json Encode(const json& body, const serve::Embeddings& e, double seconds) const = 0;
+  virtual json Encode(const json& body, const backend::Embeddings& e, double seconds) const = 0;
 };
 
 class ModelListCodec : public Codec {
  public:
   using Codec::Codec;
-  virtual json Encode(const std::vector<serve::ModelCard>& models) const = 0;
+  virtual json Encode(const std::vector<backend::ModelCard>& models) const = 0;
 };
 
 }  // namespace hone::api

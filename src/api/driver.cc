@@ -7,9 +7,9 @@
 namespace hone::api {
 namespace {
 
-using serve::Clock;
-using serve::CompletionEvent;
-using Kind = serve::CompletionEvent::Kind;
+using backend::Clock;
+using backend::CompletionEvent;
+using Kind = backend::CompletionEvent::Kind;
 
 // How long one wait for text lasts before the driver checks the client.
 constexpr auto kPoll = std::chrono::milliseconds(100);
@@ -23,7 +23,7 @@ Error ShuttingDown() {
 
 // Adds one choice's end to the log line. A choice the client walked away from
 // logs no error: it was cancelled, nothing failed.
-void LogChoice(const std::string& model, const serve::ChoiceResult& r, bool client_left, RequestLog* log) {
+void LogChoice(const std::string& model, const backend::ChoiceResult& r, bool client_left, RequestLog* log) {
   log->model = model;
   if (!r.route.empty()) log->route = r.route;
   log->prompt_tokens += r.usage.prompt_tokens;
@@ -32,13 +32,13 @@ void LogChoice(const std::string& model, const serve::ChoiceResult& r, bool clie
   log->accepted_tokens += r.usage.accepted_tokens;
   if (log->ttft_ms < 0 && r.ttft_s) log->ttft_ms = *r.ttft_s * 1000;
   if (log->queue_ms < 0) log->queue_ms = r.queue_s * 1000;
-  log->finish = serve::FinishReasonName(r.finish);
+  log->finish = backend::FinishReasonName(r.finish);
   if (r.error && !client_left && !r.error->message.empty()) log->error = r.error->message;
 }
 
 // The client is gone: stop the work and wait the step it takes for the
 // current choice to end, so the log line reports how far it got.
-void Abandon(serve::Completion& run, RequestLog* log) {
+void Abandon(backend::Completion& run, RequestLog* log) {
   run.Cancel();
   for (;;) {
     CompletionEvent e = run.Next(Clock::now() + kPoll);
@@ -48,19 +48,19 @@ void Abandon(serve::Completion& run, RequestLog* log) {
 }
 
 // Tool calls arrive in pieces: the first names the call, the rest extend its arguments.
-void AddToolCallPiece(const serve::ToolCallDelta& d, std::vector<serve::ToolCall>* calls) {
+void AddToolCallPiece(const backend::ToolCallDelta& d, std::vector<backend::ToolCall>* calls) {
   if (calls->size() <= d.index) calls->resize(d.index + 1);
-  serve::ToolCall& c = (*calls)[d.index];
+  backend::ToolCall& c = (*calls)[d.index];
   if (!d.id.empty()) c.id = d.id;
   if (!d.name.empty()) c.name = d.name;
   c.arguments += d.arguments;
 }
 
-HttpResponse Collect(const GenerationCodec& codec, serve::Completion& run, const Answer& answer,
+HttpResponse Collect(const GenerationCodec& codec, backend::Completion& run, const Answer& answer,
                      const std::function<bool()>& client_gone, const std::function<bool()>& stopping) {
   HttpResponse res;
   std::vector<CollectedChoice> choices(run.choices());
-  serve::Usage total;
+  backend::Usage total;
   for (;;) {
     if (stopping()) {
       run.Cancel();
@@ -79,7 +79,7 @@ HttpResponse Collect(const GenerationCodec& codec, serve::Completion& run, const
         if (client_gone()) run.Cancel();
         break;
       case Kind::kChoiceEnd: {
-        const bool left = e.result.finish == serve::FinishReason::kCancelled && client_gone();
+        const bool left = e.result.finish == backend::FinishReason::kCancelled && client_gone();
         LogChoice(run.model(), e.result, left, &res.log);
         if (left) return ClientClosed(res.log);
         if (!e.result.ok()) {
@@ -99,14 +99,14 @@ HttpResponse Collect(const GenerationCodec& codec, serve::Completion& run, const
 }
 
 // Writes one streamed answer's frames as its events come.
-void StreamEvents(StreamEncoder& enc, serve::Completion& run, const std::function<bool()>& client_gone,
+void StreamEvents(StreamEncoder& enc, backend::Completion& run, const std::function<bool()>& client_gone,
                   const std::function<bool()>& stopping, const ChunkWriter& write, RequestLog* log) {
   // An empty frame writes nothing (but still asks whether the client left);
   // a failed write means the client is gone.
   auto send = [&](const std::string& frame) { return frame.empty() ? !client_gone() : write(frame); };
   if (!send(enc.Begin())) return Abandon(run, log);
   if (run.choices() > 0 && !send(enc.ChoiceStart(0))) return Abandon(run, log);
-  serve::Usage total;
+  backend::Usage total;
   for (;;) {
     if (stopping()) {
       run.Cancel();
@@ -143,7 +143,7 @@ void StreamEvents(StreamEncoder& enc, serve::Completion& run, const std::functio
   }
 }
 
-HttpResponse Stream(const GenerationCodec& codec, std::shared_ptr<serve::Completion> run,
+HttpResponse Stream(const GenerationCodec& codec, std::shared_ptr<backend::Completion> run,
                     std::shared_ptr<const Answer> answer, std::function<bool()> client_gone,
                     std::function<bool()> stopping) {
   HttpResponse res;
@@ -186,10 +186,10 @@ HttpResponse Driver::Generate(const GenerationCodec& codec, const HttpRequest& r
   if (parsed->load_only) return LoadOnly(codec, parsed->request);
   parsed->request.cancelled = req.client_gone;
   parsed->request.tenant = req.tenant;
-  parsed->request.no_cache = req.no_cache;
+  parsed->request.routing.no_cache = req.no_cache;
   auto started = backend_.Start(parsed->request);
   if (!started) return codec.Fail(started.error());
-  std::shared_ptr<serve::Completion> run = std::move(*started);
+  std::shared_ptr<backend::Completion> run = std::move(*started);
   auto answer = std::make_shared<Answer>();
   answer->id = codec.NewAnswerId();
   answer->created = UnixNow();
@@ -206,7 +206,7 @@ HttpResponse Driver::Generate(const GenerationCodec& codec, const HttpRequest& r
   return res;
 }
 
-HttpResponse Driver::LoadOnly(const GenerationCodec& codec, const serve::GenerationRequest& r) {
+HttpResponse Driver::LoadOnly(const GenerationCodec& codec, const backend::GenerationRequest& r) {
   auto name = backend_.Load(r.model, r.keep_alive_s);
   if (!name) return codec.Fail(name.error());
   HttpResponse res;

@@ -9,13 +9,13 @@
 
 #include "api/codec.h"
 #include "api/http_types.h"
-#include "serve/backend.h"
+#include "backend/backend.h"
 
 namespace hone::api {
 
 class Driver {
  public:
-  explicit Driver(serve::Backend& backend) : backend_(backend) {}
+  explicit Driver(backend::Backend& backend) : backend_(backend) {}
 
   // Thread-safe: each call is one request. The codec must outlive the
   // response (a stream refers to it until it ends).
@@ -27,8 +27,8 @@ class Driver {
   HttpResponse CountTokens(const GenerationCodec& codec, const HttpRequest& req);
 
  private:
-  HttpResponse LoadOnly(const GenerationCodec& codec, const serve::GenerationRequest& r);
-  serve::Backend& backend_;
+  HttpResponse LoadOnly(const GenerationCodec& codec, const backend::GenerationRequest& r);
+  backend::Backend& backend_;
 };
 
 }  // namespace hone::api

@@ -12,8 +12,8 @@
 namespace hone::api {
 namespace {
 
-using serve::CompletionEvent;
-using Kind = serve::CompletionEvent::Kind;
+using backend::CompletionEvent;
+using Kind = backend::CompletionEvent::Kind;
 
 CompletionEvent Event(Kind kind, size_t choice, std::string text = "") {
   CompletionEvent e;
@@ -22,11 +22,11 @@ CompletionEvent Event(Kind kind, size_t choice, std::string text = "") {
 }
 
 // Hands out a fixed list of events, then kDone.
-class ScriptedCompletion : public serve::Completion {
+class ScriptedCompletion : public backend::Completion {
  public:
   ScriptedCompletion(std::deque<CompletionEvent> events, size_t choices, bool* cancelled)
       : events_(std::move(events)), choices_(choices), cancelled_(cancelled) {}
-  CompletionEvent Next(serve::Clock::time_point) override {
+  CompletionEvent Next(backend::Clock::time_point) override {
     if (events_.empty()) return Event(Kind::kDone, 0);
     CompletionEvent e = events_.front();
     events_.pop_front();
@@ -44,28 +44,28 @@ class ScriptedCompletion : public serve::Completion {
   std::string model_ = "m";
 };
 
-class ScriptedBackend : public serve::Backend {
+class ScriptedBackend : public backend::Backend {
  public:
-  Result<std::unique_ptr<serve::Completion>> Start(const serve::GenerationRequest& r) override {
+  Result<std::unique_ptr<backend::Completion>> Start(const backend::GenerationRequest& r) override {
     last = r;
     if (refuse) return *refuse;
-    return std::unique_ptr<serve::Completion>(new ScriptedCompletion(events, choices, &cancelled));
+    return std::unique_ptr<backend::Completion>(new ScriptedCompletion(events, choices, &cancelled));
   }
-  Result<serve::Embeddings> Embed(const serve::EmbeddingRequest&, const std::function<bool()>&) override {
-    return serve::Embeddings{"m", {{1, 0}}, 2, 0};
+  Result<backend::Embeddings> Embed(const backend::EmbeddingRequest&, const std::function<bool()>&) override {
+    return backend::Embeddings{"m", {{1, 0}}, 2, 0};
   }
-  std::vector<serve::ModelCard> ListModels() override { return {{"m", 1, std::nullopt}}; }
+  std::vector<backend::ModelCard> ListModels() override { return {{"m", 1, std::nullopt}}; }
   Result<std::string> Load(const std::string& model, std::optional<double>) override { return model; }
 
   std::deque<CompletionEvent> events;
   size_t choices = 1;
   std::optional<Error> refuse;
-  serve::GenerationRequest last;
+  backend::GenerationRequest last;
   bool cancelled = false;
 };
 
 CompletionEvent Text(size_t choice, std::string t) { return Event(Kind::kText, choice, std::move(t)); }
-CompletionEvent End(size_t choice, serve::FinishReason f = serve::FinishReason::kStop,
+CompletionEvent End(size_t choice, backend::FinishReason f = backend::FinishReason::kStop,
                     std::optional<Error> error = {}) {
   CompletionEvent e = Event(Kind::kChoiceEnd, choice);
   e.result.finish = f;
@@ -90,7 +90,7 @@ std::string RunStream(const HttpResponse& res) {
 TEST(Driver, CollectsEveryChoiceOfACompletionArray) {
   ScriptedBackend b;
   b.choices = 2;
-  b.events = {Text(0, "a"), Text(0, "b"), End(0), Text(1, "c"), End(1, serve::FinishReason::kLength)};
+  b.events = {Text(0, "a"), Text(0, "b"), End(0), Text(1, "c"), End(1, backend::FinishReason::kLength)};
   Driver d(b);
   openai::GenerationCodec codec(/*chat=*/false);
   HttpResponse res = d.Generate(codec, Post(R"({"model":"m","prompt":["x","y"]})"));
@@ -108,7 +108,7 @@ TEST(Driver, CollectsEveryChoiceOfACompletionArray) {
 TEST(Driver, StreamsAndEndsWithAnErrorFrameOnFailure) {
   ScriptedBackend b;
   b.events = {Text(0, "hi"),
-              End(0, serve::FinishReason::kTimeout, MakeError(ErrorCode::kTimeout, "too slow"))};
+              End(0, backend::FinishReason::kTimeout, MakeError(ErrorCode::kTimeout, "too slow"))};
   Driver d(b);
   openai::GenerationCodec chat(/*chat=*/true);
   HttpResponse res =
@@ -120,7 +120,7 @@ TEST(Driver, StreamsAndEndsWithAnErrorFrameOnFailure) {
   EXPECT_NE(sse.find(R"("code":"timeout")"), std::string::npos);
   EXPECT_EQ(sse.find("[DONE]"), std::string::npos) << "never a clean end after a failure";
 
-  b.events = {Text(0, "hi"), End(0, serve::FinishReason::kError, MakeError(ErrorCode::kInternal, "boom"))};
+  b.events = {Text(0, "hi"), End(0, backend::FinishReason::kError, MakeError(ErrorCode::kInternal, "boom"))};
   ollama::GenerationCodec ollama_chat(/*chat=*/true);
   std::string nd =
       RunStream(d.Generate(ollama_chat, Post(R"({"model":"m","messages":[{"role":"user","content":"x"}]})")));
@@ -160,7 +160,7 @@ TEST(Driver, BothApisRejectAnUnknownRoleAlike) {
 
 TEST(Driver, AClientGoneBeforeANonStreamedAnswerCancelsIt) {
   ScriptedBackend b;
-  b.events = {Text(0, "a"), End(0, serve::FinishReason::kCancelled, MakeError(ErrorCode::kInternal, "x"))};
+  b.events = {Text(0, "a"), End(0, backend::FinishReason::kCancelled, MakeError(ErrorCode::kInternal, "x"))};
   Driver d(b);
   openai::GenerationCodec completions(/*chat=*/false);
   HttpRequest r = Post(R"({"model":"m","prompt":"x"})");

@@ -29,7 +29,7 @@
 namespace hone::api {
 namespace {
 
-using Clock = serve::Clock;
+using Clock = backend::Clock;
 
 // httplib runs routing, the (streamed) response and the logger for one request
 // on one worker thread, so per-request state can live in a thread-local.
@@ -195,7 +195,7 @@ bool IsProbePath(const std::string& path) {
 }  // namespace
 
 HttpServer::HttpServer(const serve::ServeConfig& config, std::vector<std::string> api_keys, uint64_t max_body,
-                       serve::Backend& backend, serve::ModelPool& pool, serve::Metrics& metrics)
+                       backend::Backend& backend, serve::ModelPool& pool, serve::Metrics& metrics)
     : config_(config),
       api_keys_(std::move(api_keys)),
       max_body_(max_body),

@@ -13,7 +13,7 @@
 
 #include "api/driver.h"
 #include "api/origin_check.h"
-#include "serve/backend.h"
+#include "backend/backend.h"
 #include "serve/config.h"
 #include "serve/metrics.h"
 #include "serve/model_pool.h"
@@ -36,7 +36,7 @@ class HttpServer {
   // Generations, embeddings and model lists go to `backend`; the Ollama and
   // hone endpoints about residency (ps, show, load, unload) to the local `pool`.
   HttpServer(const serve::ServeConfig& config, std::vector<std::string> api_keys, uint64_t max_body,
-             serve::Backend& backend, serve::ModelPool& pool, serve::Metrics& metrics);
+             backend::Backend& backend, serve::ModelPool& pool, serve::Metrics& metrics);
   ~HttpServer();
 
   // Binds host:port (port 0: any free port), and the probe port if set, whose

@@ -156,7 +156,7 @@ size_t MaxEntries(const std::string& key) {
   return SIZE_MAX;
 }
 
-void GetSampling(const json& j, serve::Sampling* s, Status* err) {
+void GetSampling(const json& j, backend::Sampling* s, Status* err) {
   if (auto v = GetNumber(j, "temperature", err)) s->temperature = static_cast<float>(*v);
   if (auto v = GetNumber(j, "top_p", err)) s->top_p = static_cast<float>(*v);
   if (auto v = GetInt32(j, "top_k", err)) s->top_k = *v;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "serve/backend.h"
+#include "backend/backend.h"
 #include "util/result.h"
 
 namespace hone::api {
@@ -52,7 +52,7 @@ std::optional<std::vector<std::string>> GetStrings(const json& j, const char* ke
 // Ollama's inside "options"): temperature top_p top_k min_p seed
 // repeat_penalty repeat_last_n presence_penalty frequency_penalty. Fields left
 // out keep their value; a wrong type sets *err.
-void GetSampling(const json& j, serve::Sampling* s, Status* err);
+void GetSampling(const json& j, backend::Sampling* s, Status* err);
 // keep_alive: a duration string ("5m", Ollama's format) or a number of seconds.
 std::optional<double> GetKeepAlive(const json& j, Status* err);
 

@@ -15,28 +15,28 @@ namespace hone::api {
 namespace {
 
 // Counts every call: a request refused on its fields must not reach it.
-class CountingBackend : public serve::Backend {
+class CountingBackend : public backend::Backend {
  public:
-  Result<std::unique_ptr<serve::Completion>> Start(const serve::GenerationRequest&) override {
+  Result<std::unique_ptr<backend::Completion>> Start(const backend::GenerationRequest&) override {
     ++calls;
     return MakeError(ErrorCode::kInternal, "the backend was started");
   }
-  Result<serve::Embeddings> Embed(const serve::EmbeddingRequest&, const std::function<bool()>&) override {
+  Result<backend::Embeddings> Embed(const backend::EmbeddingRequest&, const std::function<bool()>&) override {
     ++calls;
     return MakeError(ErrorCode::kInternal, "the backend was asked to embed");
   }
-  std::vector<serve::ModelCard> ListModels() override { return {}; }
+  std::vector<backend::ModelCard> ListModels() override { return {}; }
   Result<std::string> Load(const std::string& model, std::optional<double>) override {
     ++calls;
     return model;
   }
-  Result<int> CountPromptTokens(const serve::GenerationRequest& r) override {
+  Result<int> CountPromptTokens(const backend::GenerationRequest& r) override {
     ++calls;
     last = r;
     return 17;
   }
   int calls = 0;
-  serve::GenerationRequest last;
+  backend::GenerationRequest last;
 };
 
 const openai::GenerationCodec kChat(/*chat=*/true);
@@ -181,7 +181,7 @@ TEST(CountTokens, ReadsTheConversationMessagesWould) {
   ASSERT_EQ(res.status, 200) << res.body;
   EXPECT_EQ(nlohmann::json::parse(res.body), nlohmann::json::parse(R"({"input_tokens": 17})"));
   EXPECT_EQ(res.log.prompt_tokens, 17);
-  const serve::GenerationRequest& counted = backend.last;
+  const backend::GenerationRequest& counted = backend.last;
   EXPECT_EQ(counted.tenant, "key-1");
   EXPECT_EQ(counted.model, full->request.model);
   EXPECT_TRUE(counted.chat);

@@ -48,7 +48,7 @@ Result<std::string> ContentOf(const json& m, const std::string& where) {
 
 // An assistant message's earlier calls: OpenAI's {id, type, function: {name,
 // arguments: "<json>"}} or Ollama's {function: {name, arguments: {...}}}.
-Status ParseToolCalls(const json& m, size_t index, std::vector<serve::ToolCall>* out) {
+Status ParseToolCalls(const json& m, size_t index, std::vector<backend::ToolCall>* out) {
   if (!m.contains("tool_calls") || m["tool_calls"].is_null()) return Status::Ok();
   const json& calls = m["tool_calls"];
   const std::string where = "messages[" + std::to_string(index) + "].tool_calls";
@@ -74,13 +74,13 @@ Status ParseToolCalls(const json& m, size_t index, std::vector<serve::ToolCall>*
 
 }  // namespace
 
-Result<std::vector<serve::Message>> ParseMessages(const json& messages) {
+Result<std::vector<backend::Message>> ParseMessages(const json& messages) {
   if (!messages.is_array()) return BadRequest("'messages' must be an array");
   if (messages.size() > kMaxMessages) {
     return BadRequest("'messages' has " + std::to_string(messages.size()) + " entries; at most " +
                       std::to_string(kMaxMessages) + " are allowed");
   }
-  std::vector<serve::Message> out;
+  std::vector<backend::Message> out;
   for (size_t i = 0; i < messages.size(); ++i) {
     const json& m = messages[i];
     const std::string where = Indexed("messages", i);
@@ -90,7 +90,7 @@ Result<std::vector<serve::Message>> ParseMessages(const json& messages) {
     if (!err.ok()) return err.error();
     if (!role) return BadRequest("'" + where + "' needs a 'role'");
     if (!KnownRole(*role)) return BadRequest("unknown message role '" + *role + "'");
-    serve::Message msg;
+    backend::Message msg;
     msg.role = *role == "developer" ? "system" : *role;
     auto content = ContentOf(m, where);
     if (!content) return content.error();

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "serve/backend.h"
+#include "backend/backend.h"
 #include "util/result.h"
 
 namespace hone::api {
@@ -20,6 +20,6 @@ namespace hone::api {
 // JSON string, or Ollama's, with an object); a tool message `tool_call_id`
 // and `name` (Ollama: `tool_name`), strings.
 // Errors: kInvalidArgument, naming what is wrong.
-Result<std::vector<serve::Message>> ParseMessages(const nlohmann::ordered_json& messages);
+Result<std::vector<backend::Message>> ParseMessages(const nlohmann::ordered_json& messages);
 
 }  // namespace hone::api

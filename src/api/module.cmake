@@ -1,6 +1,6 @@
 # hone serve's HTTP edge: the server (the only code that sees cpp-httplib), one
 # codec per API flavour (OpenAI, Ollama) and the one driver both use. It talks
-# to a serve::Backend; nothing below it sees HTTP or JSON envelopes.
+# to a backend::Backend; nothing below it sees HTTP or JSON envelopes.
 #
 # cpp-httplib is the 0.54 that llama.cpp vendors in the pinned tree, built by
 # scripts/build-llama.sh: it caps header lines (8 KiB) and counts (100),

@@ -13,7 +13,7 @@ std::string NowRfc3339() { return Rfc3339(std::time(nullptr)); }
 
 // Fields shared by chat and generate.
 Status ParseOptions(const json& j, ParsedGeneration* p) {
-  serve::GenerationRequest& r = p->request;
+  backend::GenerationRequest& r = p->request;
   auto model = RequireString(j, "model", "model is required");
   if (!model) return model.error();
   r.model = *model;
@@ -33,9 +33,9 @@ Status ParseOptions(const json& j, ParsedGeneration* p) {
   if (j.contains("format") && !j["format"].is_null()) {
     const json& f = j["format"];
     if (f.is_string() && f.get<std::string>() == "json") {
-      r.format.type = serve::ResponseFormat::Type::kJsonObject;
+      r.format.type = backend::ResponseFormat::Type::kJsonObject;
     } else if (f.is_object()) {
-      r.format = {serve::ResponseFormat::Type::kJsonSchema, f};
+      r.format = {backend::ResponseFormat::Type::kJsonSchema, f};
     } else if (!(f.is_string() && f.get<std::string>().empty())) {
       return BadRequest("format must be \"json\" or a JSON schema");
     }
@@ -55,7 +55,7 @@ std::string Rfc3339(std::time_t t) {
 
 int64_t Ns(double seconds) { return static_cast<int64_t>(seconds * 1e9); }
 
-json DetailsJson(const serve::ModelCard::Details& d) {
+json DetailsJson(const backend::ModelCard::Details& d) {
   char params[32];
   std::snprintf(params, sizeof params, "%.1fM", d.parameters / 1e6);
   return {{"format", "gguf"},
@@ -67,7 +67,7 @@ json DetailsJson(const serve::ModelCard::Details& d) {
 
 Result<ParsedGeneration> GenerationCodec::Parse(const json& j) const {
   ParsedGeneration p;
-  serve::GenerationRequest& r = p.request;
+  backend::GenerationRequest& r = p.request;
   if (Status s = ParseOptions(j, &p); !s) return s.error();
   if (chat_) {
     r.chat = true;
@@ -115,7 +115,7 @@ json GenerationCodec::Piece(const std::string& model, const std::string& text, b
 }
 
 // Ollama's shape: arguments as an object, no id on the wire it reads.
-json ToolCallsJson(const std::vector<serve::ToolCall>& calls) {
+json ToolCallsJson(const std::vector<backend::ToolCall>& calls) {
   json out = json::array();
   for (size_t i = 0; i < calls.size(); ++i) {
     out.push_back(
@@ -126,11 +126,11 @@ json ToolCallsJson(const std::vector<serve::ToolCall>& calls) {
   return out;
 }
 
-json GenerationCodec::Final(const Answer& a, const std::string& text, const serve::ChoiceResult& r) const {
+json GenerationCodec::Final(const Answer& a, const std::string& text, const backend::ChoiceResult& r) const {
   json j = Piece(a.model, text, true);
   // Ollama reports a turn that called tools as "stop".
-  j["done_reason"] = r.finish == serve::FinishReason::kToolCalls ? "stop" : serve::FinishReasonName(r.finish);
-  j.update({{"total_duration", Ns(std::chrono::duration<double>(serve::Clock::now() - a.start).count())},
+  j["done_reason"] = r.finish == backend::FinishReason::kToolCalls ? "stop" : backend::FinishReasonName(r.finish);
+  j.update({{"total_duration", Ns(std::chrono::duration<double>(backend::Clock::now() - a.start).count())},
             {"load_duration", Ns(a.load_seconds)},
             {"prompt_eval_count", r.usage.prompt_tokens},
             {"prompt_eval_duration", Ns(r.prompt_s)},
@@ -150,14 +150,14 @@ class Stream final : public StreamEncoder {
   std::string Text(size_t, const std::string& text) override {
     return Dump(codec_.Piece(a_.model, text, false)) + "\n";
   }
-  std::string ToolCall(size_t, const serve::ToolCallDelta& d) override {
+  std::string ToolCall(size_t, const backend::ToolCallDelta& d) override {
     if (calls_.size() <= d.index) calls_.resize(d.index + 1);
     if (!d.id.empty()) calls_[d.index].id = d.id;
     if (!d.name.empty()) calls_[d.index].name = d.name;
     calls_[d.index].arguments += d.arguments;
     return "";
   }
-  std::string ChoiceEnd(size_t, const serve::ChoiceResult& r) override {
+  std::string ChoiceEnd(size_t, const backend::ChoiceResult& r) override {
     std::string out;
     if (!calls_.empty()) {
       json j = codec_.Piece(a_.model, "", false);
@@ -166,13 +166,13 @@ class Stream final : public StreamEncoder {
     }
     return out + Dump(codec_.Final(a_, "", r)) + "\n";
   }
-  std::string End(const serve::Usage&) override { return ""; }
+  std::string End(const backend::Usage&) override { return ""; }
   std::string Failure(const Error& e) override { return Dump(json{{"error", e.message}}) + "\n"; }
 
  private:
   const GenerationCodec& codec_;
   const Answer a_;
-  std::vector<serve::ToolCall> calls_;
+  std::vector<backend::ToolCall> calls_;
 };
 
 }  // namespace
@@ -182,7 +182,7 @@ std::unique_ptr<StreamEncoder> GenerationCodec::NewStream(const Answer& a) const
 }
 
 json GenerationCodec::Collected(const Answer& a, const std::vector<CollectedChoice>& choices,
-                                const serve::Usage&) const {
+                                const backend::Usage&) const {
   json j = Final(a, choices.at(0).text, choices.at(0).result);
   if (chat_ && !choices.at(0).tool_calls.empty())
     j["message"]["tool_calls"] = ToolCallsJson(choices.at(0).tool_calls);
@@ -201,7 +201,7 @@ json GenerationCodec::Loaded(const std::string& model, bool unloaded) const {
   return j;
 }
 
-Result<serve::EmbeddingRequest> EmbeddingCodec::Parse(const json& j) const {
+Result<backend::EmbeddingRequest> EmbeddingCodec::Parse(const json& j) const {
   Status err;
   auto model = GetString(j, "model", &err);
   if (legacy_) {
@@ -209,17 +209,17 @@ Result<serve::EmbeddingRequest> EmbeddingCodec::Parse(const json& j) const {
     if (!err.ok()) return err.error();
     if (!model || !prompt) return BadRequest("model and prompt are required");
     Status ignored;  // as Ollama: a keep_alive it cannot read is left out
-    return serve::EmbeddingRequest{*model, {*prompt}, GetKeepAlive(j, &ignored)};
+    return backend::EmbeddingRequest{*model, {*prompt}, GetKeepAlive(j, &ignored)};
   }
   auto input = GetStrings(j, "input", &err);
   auto keep_alive = GetKeepAlive(j, &err);
   if (!err.ok()) return err.error();
   if (!model) return BadRequest("model is required");
   if (!input || input->empty()) return BadRequest("input is required");
-  return serve::EmbeddingRequest{*model, std::move(*input), keep_alive};
+  return backend::EmbeddingRequest{*model, std::move(*input), keep_alive};
 }
 
-json EmbeddingCodec::Encode(const json&, const serve::Embeddings& e, double seconds) const {
+json EmbeddingCodec::Encode(const json&, const backend::Embeddings& e, double seconds) const {
   if (legacy_) return {{"embedding", e.vectors.at(0)}};
   return {{"model", e.model},
           {"embeddings", e.vectors},
@@ -228,7 +228,7 @@ json EmbeddingCodec::Encode(const json&, const serve::Embeddings& e, double seco
           {"prompt_eval_count", e.prompt_tokens}};
 }
 
-json ModelListCodec::Encode(const std::vector<serve::ModelCard>& models) const {
+json ModelListCodec::Encode(const std::vector<backend::ModelCard>& models) const {
   json out = json::array();
   for (const auto& m : models) {
     out.push_back({{"name", m.name},

@@ -18,12 +18,12 @@ class GenerationCodec final : public api::GenerationCodec {
   std::string stream_content_type() const override { return "application/x-ndjson"; }
   std::unique_ptr<StreamEncoder> NewStream(const Answer& a) const override;
   json Collected(const Answer& a, const std::vector<CollectedChoice>& choices,
-                 const serve::Usage& total) const override;
+                 const backend::Usage& total) const override;
   json Loaded(const std::string& model, bool unloaded) const override;
 
   // One frame: a text piece (done = false) or the start of the final one.
   json Piece(const std::string& model, const std::string& text, bool done) const;
-  json Final(const Answer& a, const std::string& text, const serve::ChoiceResult& r) const;
+  json Final(const Answer& a, const std::string& text, const backend::ChoiceResult& r) const;
 
  private:
   const bool chat_;
@@ -33,8 +33,8 @@ class GenerationCodec final : public api::GenerationCodec {
 class EmbeddingCodec final : public api::EmbeddingCodec {
  public:
   explicit EmbeddingCodec(bool legacy) : api::EmbeddingCodec(ApiFlavor::kOllama), legacy_(legacy) {}
-  Result<serve::EmbeddingRequest> Parse(const json& body) const override;
-  json Encode(const json& body, const serve::Embeddings& e, double seconds) const override;
+  Result<backend::EmbeddingRequest> Parse(const json& body) const override;
+  json Encode(const json& body, const backend::Embeddings& e, double seconds) const override;
 
  private:
   const bool legacy_;
@@ -44,12 +44,12 @@ class EmbeddingCodec final : public api::EmbeddingCodec {
 class ModelListCodec final : public api::ModelListCodec {
  public:
   ModelListCodec() : api::ModelListCodec(ApiFlavor::kOllama) {}
-  json Encode(const std::vector<serve::ModelCard>& models) const override;
+  json Encode(const std::vector<backend::ModelCard>& models) const override;
 };
 
 // Shared with the local-model endpoints (ollama_local.h).
 std::string Rfc3339(std::time_t t);
-json DetailsJson(const serve::ModelCard::Details& d);
+json DetailsJson(const backend::ModelCard::Details& d);
 int64_t Ns(double seconds);
 
 }  // namespace hone::api::ollama

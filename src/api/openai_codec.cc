@@ -9,19 +9,19 @@ namespace {
 
 // Fields shared by chat and completions.
 Status ParseCommon(const json& j, ParsedGeneration* p) {
-  serve::GenerationRequest& r = p->request;
+  backend::GenerationRequest& r = p->request;
   auto model = RequireString(j, "model", "'model' is required");
   if (!model) return model.error();
   r.model = *model;
   Status err;
-  serve::Sampling& s = r.sampling;
+  backend::Sampling& s = r.sampling;
   // OpenAI's defaults: plain temperature sampling over the whole distribution.
   s.temperature = 1.0f, s.top_p = 1.0f, s.top_k = 0, s.min_p = 0.0f;
   GetSampling(j, &s, &err);  // top_k, min_p and repeat_penalty are llama.cpp extensions here
   if (auto v = GetInt32(j, "max_tokens", &err)) r.max_tokens = *v;
   if (auto v = GetInt32(j, "max_completion_tokens", &err)) r.max_tokens = *v;
   if (auto v = GetStrings(j, "stop", &err)) r.stop = *v;
-  if (auto v = GetString(j, "user", &err)) r.user = v->substr(0, 256);
+  if (auto v = GetString(j, "user", &err)) r.routing.user = v->substr(0, 256);
   if (auto v = GetString(j, "cache_salt", &err)) r.cache_salt = *v;  // vLLM's: who may share cached prefixes
   if (auto v = GetBool(j, "stream", &err)) p->stream = *v;
   if (auto v = GetInt(j, "n", &err); v && *v != 1) err = BadRequest("only n = 1 is supported");
@@ -34,28 +34,28 @@ Status ParseCommon(const json& j, ParsedGeneration* p) {
   return Status::Ok();
 }
 
-Status ParseResponseFormat(const json& j, serve::ResponseFormat* out) {
+Status ParseResponseFormat(const json& j, backend::ResponseFormat* out) {
   if (!j.contains("response_format") || j["response_format"].is_null()) return Status::Ok();
   const json& f = j["response_format"];
   std::string type =
       f.is_object() && f.contains("type") && f["type"].is_string() ? f["type"].get<std::string>() : "";
   if (type == "text") return Status::Ok();
   if (type == "json_object") {
-    out->type = serve::ResponseFormat::Type::kJsonObject;
+    out->type = backend::ResponseFormat::Type::kJsonObject;
     return Status::Ok();
   }
   if (type == "json_schema") {
     if (!f.contains("json_schema") || !f["json_schema"].is_object() || !f["json_schema"].contains("schema")) {
       return BadRequest("'response_format.json_schema.schema' is required");
     }
-    out->type = serve::ResponseFormat::Type::kJsonSchema;
+    out->type = backend::ResponseFormat::Type::kJsonSchema;
     out->schema = f["json_schema"]["schema"];
     return Status::Ok();
   }
   return BadRequest("'response_format.type' must be text, json_object or json_schema");
 }
 
-json UsageJson(const serve::Usage& u) {
+json UsageJson(const backend::Usage& u) {
   return {{"prompt_tokens", u.prompt_tokens},
           {"completion_tokens", u.completion_tokens},
           {"total_tokens", u.prompt_tokens + u.completion_tokens},
@@ -68,7 +68,7 @@ std::string Event(const json& j) { return "data: " + Dump(j) + "\n\n"; }
 
 Result<ParsedGeneration> GenerationCodec::Parse(const json& j) const {
   ParsedGeneration p;
-  serve::GenerationRequest& r = p.request;
+  backend::GenerationRequest& r = p.request;
   r.chat = chat_;
   if (!chat_) r.max_tokens = 16;  // OpenAI's default for completions
   if (Status s = ParseCommon(j, &p); !s) return s.error();
@@ -120,7 +120,7 @@ class Stream final : public StreamEncoder {
   }
   // OpenAI's shape: the first piece of a call carries id, type and name with
   // empty arguments; later pieces carry only index and more arguments.
-  std::string ToolCall(size_t choice, const serve::ToolCallDelta& d) override {
+  std::string ToolCall(size_t choice, const backend::ToolCallDelta& d) override {
     if (!chat_) return "";
     json call = {{"index", d.index}};
     json fn = {{"arguments", d.arguments}};
@@ -132,10 +132,10 @@ class Stream final : public StreamEncoder {
     call["function"] = fn;
     return Chunk(choice, json{{"tool_calls", json::array({call})}}, nullptr);
   }
-  std::string ChoiceEnd(size_t choice, const serve::ChoiceResult& r) override {
-    return Chunk(choice, chat_ ? json::object() : json(""), serve::FinishReasonName(r.finish));
+  std::string ChoiceEnd(size_t choice, const backend::ChoiceResult& r) override {
+    return Chunk(choice, chat_ ? json::object() : json(""), backend::FinishReasonName(r.finish));
   }
-  std::string End(const serve::Usage& total) override {
+  std::string End(const backend::Usage& total) override {
     std::string out;
     if (a_.include_usage) {
       out = Event({{"id", a_.id},
@@ -175,7 +175,7 @@ std::unique_ptr<StreamEncoder> GenerationCodec::NewStream(const Answer& a) const
   return std::make_unique<Stream>(a, chat_, flavor());
 }
 
-json ToolCallsJson(const std::vector<serve::ToolCall>& calls) {
+json ToolCallsJson(const std::vector<backend::ToolCall>& calls) {
   json out = json::array();
   for (const auto& c : calls) {
     out.push_back(
@@ -185,11 +185,11 @@ json ToolCallsJson(const std::vector<serve::ToolCall>& calls) {
 }
 
 json GenerationCodec::Collected(const Answer& a, const std::vector<CollectedChoice>& choices,
-                                const serve::Usage& total) const {
+                                const backend::Usage& total) const {
   json out = json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
     json c = {{"index", i},
-              {"finish_reason", serve::FinishReasonName(choices[i].result.finish)},
+              {"finish_reason", backend::FinishReasonName(choices[i].result.finish)},
               {"logprobs", nullptr}};
     if (chat_) {
       c["message"] = {{"role", "assistant"}, {"content", choices[i].text}};
@@ -207,17 +207,17 @@ json GenerationCodec::Collected(const Answer& a, const std::vector<CollectedChoi
           {"choices", out},       {"usage", UsageJson(total)}};
 }
 
-Result<serve::EmbeddingRequest> EmbeddingCodec::Parse(const json& j) const {
+Result<backend::EmbeddingRequest> EmbeddingCodec::Parse(const json& j) const {
   Status err;
   auto model = GetString(j, "model", &err);
   auto input = GetStrings(j, "input", &err);
   if (!err.ok()) return err.error();
   if (!model) return BadRequest("'model' is required");
   if (!input || input->empty()) return BadRequest("'input' is required (a string or an array of strings)");
-  return serve::EmbeddingRequest{*model, std::move(*input), std::nullopt};
+  return backend::EmbeddingRequest{*model, std::move(*input), std::nullopt};
 }
 
-json EmbeddingCodec::Encode(const json& body, const serve::Embeddings& e, double) const {
+json EmbeddingCodec::Encode(const json& body, const backend::Embeddings& e, double) const {
   Status ignored;
   auto format = GetString(body, "encoding_format", &ignored);
   const bool base64 = format && *format == "base64";
@@ -235,7 +235,7 @@ json EmbeddingCodec::Encode(const json& body, const serve::Embeddings& e, double
           {"usage", {{"prompt_tokens", e.prompt_tokens}, {"total_tokens", e.prompt_tokens}}}};
 }
 
-json ModelListCodec::Encode(const std::vector<serve::ModelCard>& models) const {
+json ModelListCodec::Encode(const std::vector<backend::ModelCard>& models) const {
   json data = json::array();
   for (const auto& m : models) {
     data.push_back({{"id", m.name}, {"object", "model"}, {"created", 0}, {"owned_by", "hone"}});

@@ -19,28 +19,28 @@ class GenerationCodec final : public api::GenerationCodec {
   }
   std::unique_ptr<StreamEncoder> NewStream(const Answer& a) const override;
   json Collected(const Answer& a, const std::vector<CollectedChoice>& choices,
-                 const serve::Usage& total) const override;
+                 const backend::Usage& total) const override;
 
  private:
   const bool chat_;
 };
 
 // A message's tool_calls array, OpenAI's shape (also the router's upstream request).
-json ToolCallsJson(const std::vector<serve::ToolCall>& calls);
+json ToolCallsJson(const std::vector<backend::ToolCall>& calls);
 
 // /v1/embeddings
 class EmbeddingCodec final : public api::EmbeddingCodec {
  public:
   EmbeddingCodec() : api::EmbeddingCodec(ApiFlavor::kOpenAI) {}
-  Result<serve::EmbeddingRequest> Parse(const json& body) const override;
-  json Encode(const json& body, const serve::Embeddings& e, double seconds) const override;
+  Result<backend::EmbeddingRequest> Parse(const json& body) const override;
+  json Encode(const json& body, const backend::Embeddings& e, double seconds) const override;
 };
 
 // /v1/models
 class ModelListCodec final : public api::ModelListCodec {
  public:
   ModelListCodec() : api::ModelListCodec(ApiFlavor::kOpenAI) {}
-  json Encode(const std::vector<serve::ModelCard>& models) const override;
+  json Encode(const std::vector<backend::ModelCard>& models) const override;
 };
 
 }  // namespace hone::api::openai

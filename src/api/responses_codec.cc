@@ -31,7 +31,7 @@ Result<std::string> ContentText(const json& c, const std::string& where) {
   return text;
 }
 
-Status AddItems(const json& input, std::vector<serve::Message>* out) {
+Status AddItems(const json& input, std::vector<backend::Message>* out) {
   if (input.is_string()) {
     out->emplace_back("user", input.get<std::string>());
     return Status::Ok();
@@ -75,7 +75,7 @@ Status AddItems(const json& input, std::vector<serve::Message>* out) {
       auto text =
           o.is_string() ? Result<std::string>(o.get<std::string>()) : ContentText(o, where + ".output");
       if (!text) return text.error();
-      serve::Message m("tool", *text);
+      backend::Message m("tool", *text);
       m.tool_call_id = item["call_id"].get<std::string>();
       out->push_back(std::move(m));
     } else if (type == "reasoning") {
@@ -87,22 +87,22 @@ Status AddItems(const json& input, std::vector<serve::Message>* out) {
   return Status::Ok();
 }
 
-Status ParseTextFormat(const json& j, serve::ResponseFormat* out) {
+Status ParseTextFormat(const json& j, backend::ResponseFormat* out) {
   if (!j.contains("text") || !j["text"].is_object() || !j["text"].contains("format")) return Status::Ok();
   const json& f = j["text"]["format"];
   const std::string type = f.is_object() ? StringOr(f, "type") : "";
   if (type == "text") return Status::Ok();
-  if (type == "json_object") return out->type = serve::ResponseFormat::Type::kJsonObject, Status::Ok();
+  if (type == "json_object") return out->type = backend::ResponseFormat::Type::kJsonObject, Status::Ok();
   if (type == "json_schema") {
     if (!f.contains("schema") || !f["schema"].is_object())
       return BadRequest("'text.format.schema' is required");
-    *out = {serve::ResponseFormat::Type::kJsonSchema, f["schema"]};
+    *out = {backend::ResponseFormat::Type::kJsonSchema, f["schema"]};
     return Status::Ok();
   }
   return BadRequest("'text.format.type' must be text, json_object or json_schema");
 }
 
-json UsageJson(const serve::Usage& u) {
+json UsageJson(const backend::Usage& u) {
   return {{"input_tokens", u.prompt_tokens},
           {"input_tokens_details", {{"cached_tokens", u.cached_tokens}}},
           {"output_tokens", u.completion_tokens},
@@ -118,13 +118,13 @@ json MessageItem(const std::string& id, const std::string& text, const char* sta
   return {{"type", "message"}, {"id", id}, {"status", status}, {"role", "assistant"}, {"content", content}};
 }
 
-json CallItem(const serve::ToolCall& c, const char* status) {
+json CallItem(const backend::ToolCall& c, const char* status) {
   return {{"type", "function_call"}, {"id", "fc_" + c.id},       {"call_id", c.id},
           {"name", c.name},          {"arguments", c.arguments}, {"status", status}};
 }
 
 // The response object, as the API returns it and as response.completed carries it.
-json ResponseObject(const Answer& a, json output, const serve::ChoiceResult* r, const serve::Usage* usage) {
+json ResponseObject(const Answer& a, json output, const backend::ChoiceResult* r, const backend::Usage* usage) {
   json j = {{"id", a.id},
             {"object", "response"},
             {"created_at", a.created},
@@ -139,7 +139,7 @@ json ResponseObject(const Answer& a, json output, const serve::ChoiceResult* r, 
     j["usage"] = nullptr;
     return j;
   }
-  const bool cut = r->finish == serve::FinishReason::kLength;
+  const bool cut = r->finish == backend::FinishReason::kLength;
   j["status"] = cut ? "incomplete" : "completed";
   if (cut) j["incomplete_details"] = {{"reason", "max_output_tokens"}};
   j["usage"] = UsageJson(usage ? *usage : r->usage);
@@ -179,7 +179,7 @@ class Stream final : public StreamEncoder {
                                                       {"delta", text},
                                                       {"logprobs", json::array()}});
   }
-  std::string ToolCall(size_t, const serve::ToolCallDelta& d) override {
+  std::string ToolCall(size_t, const backend::ToolCallDelta& d) override {
     std::string out;
     if (!d.name.empty()) {
       out += Close();
@@ -195,11 +195,11 @@ class Stream final : public StreamEncoder {
     }
     return out;
   }
-  std::string ChoiceEnd(size_t, const serve::ChoiceResult& r) override {
+  std::string ChoiceEnd(size_t, const backend::ChoiceResult& r) override {
     result_ = r;
     return Close();
   }
-  std::string End(const serve::Usage& total) override {
+  std::string End(const backend::Usage& total) override {
     json resp = ResponseObject(a_, output_, &result_, &total);
     return Event(resp["status"] == "incomplete" ? "response.incomplete" : "response.completed",
                  {{"response", resp}});
@@ -252,16 +252,16 @@ class Stream final : public StreamEncoder {
   int64_t seq_ = 0;
   Item open_ = Item::kNone;
   std::string message_id_, text_;
-  serve::ToolCall call_;
+  backend::ToolCall call_;
   json output_ = json::array();  // the items closed so far
-  serve::ChoiceResult result_;
+  backend::ChoiceResult result_;
 };
 
 }  // namespace
 
 Result<ParsedGeneration> ResponsesCodec::Parse(const json& j) const {
   ParsedGeneration p;
-  serve::GenerationRequest& r = p.request;
+  backend::GenerationRequest& r = p.request;
   r.chat = true;
   auto model = RequireString(j, "model", "'model' is required");
   if (!model) return model.error();
@@ -272,14 +272,14 @@ Result<ParsedGeneration> ResponsesCodec::Parse(const json& j) const {
         "conversation in 'input'");
   }
   Status err;
-  serve::Sampling& s = r.sampling;
+  backend::Sampling& s = r.sampling;
   s.temperature = 1.0f, s.top_p = 1.0f, s.top_k = 0, s.min_p = 0.0f;  // OpenAI's defaults
   if (auto v = GetNumber(j, "temperature", &err)) s.temperature = static_cast<float>(*v);
   if (auto v = GetNumber(j, "top_p", &err)) s.top_p = static_cast<float>(*v);
   auto max_output = GetInt(j, "max_output_tokens", &err);
   if (auto v = GetBool(j, "stream", &err)) p.stream = *v;
   if (auto v = GetBool(j, "parallel_tool_calls", &err)) r.parallel_tool_calls = *v;
-  if (auto v = GetString(j, "user", &err)) r.user = v->substr(0, 256);
+  if (auto v = GetString(j, "user", &err)) r.routing.user = v->substr(0, 256);
   auto instructions = GetString(j, "instructions", &err);
   if (!err.ok()) return err.error();
   if (max_output) {
@@ -325,7 +325,7 @@ std::unique_ptr<StreamEncoder> ResponsesCodec::NewStream(const Answer& a) const 
 }
 
 json ResponsesCodec::Collected(const Answer& a, const std::vector<CollectedChoice>& choices,
-                               const serve::Usage& total) const {
+                               const backend::Usage& total) const {
   const CollectedChoice& c = choices.at(0);
   json output = json::array();
   if (!c.text.empty() || c.tool_calls.empty())

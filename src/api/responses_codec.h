@@ -22,7 +22,7 @@ class ResponsesCodec final : public api::GenerationCodec {
   }
   std::unique_ptr<StreamEncoder> NewStream(const Answer& a) const override;
   json Collected(const Answer& a, const std::vector<CollectedChoice>& choices,
-                 const serve::Usage& total) const override;
+                 const backend::Usage& total) const override;
 };
 
 }  // namespace hone::api::responses

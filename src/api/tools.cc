@@ -31,8 +31,8 @@ size_t MostProperties(const json& s) {
 
 }  // namespace
 
-Result<std::vector<serve::Tool>> ParseTools(const json& body, const char* key, ToolForm form) {
-  std::vector<serve::Tool> out;
+Result<std::vector<backend::Tool>> ParseTools(const json& body, const char* key, ToolForm form) {
+  std::vector<backend::Tool> out;
   if (!body.contains(key) || body[key].is_null()) return out;
   const json& tools = body[key];
   const std::string field = std::string("'") + key + "'";
@@ -66,7 +66,7 @@ Result<std::vector<serve::Tool>> ParseTools(const json& body, const char* key, T
       return BadRequest("'" + where + "' needs a 'name' of 1 to 64 letters, digits, '_' or '-'");
     }
     if (!names.insert(*name).second) return BadRequest("two tools are named '" + *name + "'");
-    serve::Tool tool{*name, description.value_or(""), ""};
+    backend::Tool tool{*name, description.value_or(""), ""};
     if (fn->contains(schema_key) && !(*fn)[schema_key].is_null()) {
       if (!(*fn)[schema_key].is_object()) {
         return BadRequest("'" + where + "." + schema_key + "' must be a JSON schema object");
@@ -86,17 +86,17 @@ Result<std::vector<serve::Tool>> ParseTools(const json& body, const char* key, T
   return out;
 }
 
-Result<serve::ToolChoice> ParseToolChoice(const json& body, const std::vector<serve::Tool>& tools) {
-  serve::ToolChoice c;
+Result<backend::ToolChoice> ParseToolChoice(const json& body, const std::vector<backend::Tool>& tools) {
+  backend::ToolChoice c;
   if (!body.contains("tool_choice") || body["tool_choice"].is_null()) return c;
   const json& j = body["tool_choice"];
   if (j.is_string()) {
     const std::string v = j.get<std::string>();
     if (v == "auto") return c;
-    if (v == "none") return c.mode = serve::ToolChoice::Mode::kNone, c;
+    if (v == "none") return c.mode = backend::ToolChoice::Mode::kNone, c;
     if (v == "required") {
       if (tools.empty()) return BadRequest("'tool_choice' is \"required\" but there are no 'tools'");
-      return c.mode = serve::ToolChoice::Mode::kRequired, c;
+      return c.mode = backend::ToolChoice::Mode::kRequired, c;
     }
     return BadRequest("'tool_choice' must be \"auto\", \"none\", \"required\" or a named function");
   }
@@ -116,7 +116,7 @@ Result<serve::ToolChoice> ParseToolChoice(const json& body, const std::vector<se
   bool known = false;
   for (const auto& t : tools) known |= t.name == name;
   if (!known) return BadRequest("'tool_choice' names the function '" + name + "', which is not in 'tools'");
-  c.mode = serve::ToolChoice::Mode::kRequired;
+  c.mode = backend::ToolChoice::Mode::kRequired;
   c.function = name;
   return c;
 }

@@ -1,14 +1,14 @@
 // Tool definitions and tool choice from request bodies, for every codec:
 // OpenAI chat's and Ollama's nested form ({"type": "function", "function":
 // {...}}), the Responses API's flat form and Anthropic's (name, input_schema)
-// all become serve::Tool, with the same checks.
+// all become backend::Tool, with the same checks.
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "serve/backend.h"
+#include "backend/backend.h"
 #include "util/result.h"
 
 namespace hone::api {
@@ -26,14 +26,14 @@ enum class ToolForm {
 // body[key], absent or null -> none. Errors: kInvalidArgument naming the tool
 // and field (a name must match ^[a-zA-Z0-9_-]{1,64}$, parameters must be an
 // object within the limits above, names must be distinct).
-Result<std::vector<serve::Tool>> ParseTools(const nlohmann::ordered_json& body, const char* key,
+Result<std::vector<backend::Tool>> ParseTools(const nlohmann::ordered_json& body, const char* key,
                                             ToolForm form);
 
 // OpenAI's tool_choice: "auto" | "none" | "required" | {"type": "function",
 // "function": {"name": …}} (chat) or {"type": "function", "name": …}
 // (Responses). A named function must be among `tools`.
-Result<serve::ToolChoice> ParseToolChoice(const nlohmann::ordered_json& body,
-                                          const std::vector<serve::Tool>& tools);
+Result<backend::ToolChoice> ParseToolChoice(const nlohmann::ordered_json& body,
+                                          const std::vector<backend::Tool>& tools);
 
 // A call's arguments as JSON text: a string is taken as is (OpenAI), an
 // object is serialized (Ollama, Anthropic). Errors: anything else.

@@ -179,7 +179,7 @@ int Serve(const ServeArgs& a) {
       router = std::make_unique<route::Router>(std::move(*rc), local, std::move(spend));
     }
   }
-  serve::Backend& backend = router ? static_cast<serve::Backend&>(*router) : local;
+  backend::Backend& backend = router ? static_cast<backend::Backend&>(*router) : local;
   // Each open connection is a file descriptor: thousands of idle or slow
   // clients need more than the usual soft limit of 1024.
   if (const OpenFilesLimit files = RaiseOpenFilesLimit(); files.after > files.before)

@@ -60,11 +60,11 @@ const char* CanaryStateName(Canary::State s) {
   return "?";
 }
 
-std::string ConversationKey(const serve::GenerationRequest& r) {
-  if (!r.user.empty()) return "u:" + r.user;
+std::string ConversationKey(const backend::GenerationRequest& r) {
+  if (!r.routing.user.empty()) return "u:" + r.routing.user;
   std::string key = "m:";
   bool user_seen = false;
-  for (const serve::Message& m : r.messages) {
+  for (const backend::Message& m : r.messages) {
     if (m.role == "system" || m.role == "developer") {
       key += m.content.substr(0, 512) + "\x1f";
     } else if (m.role == "user") {

@@ -34,12 +34,12 @@
 
 #include "route/config.h"
 #include "route/ledger.h"
-#include "serve/backend.h"
+#include "backend/backend.h"
 
 namespace hone::route {
 
 // The conversation a request belongs to, for stickiness.
-std::string ConversationKey(const serve::GenerationRequest& r);
+std::string ConversationKey(const backend::GenerationRequest& r);
 
 // Seconds since the Unix epoch: the clock a canary's steps are kept in (it
 // survives restarts in the ledger, so not the steady clock).

@@ -8,6 +8,6 @@ find_package(SQLite3 REQUIRED)
 find_package(PostgreSQL REQUIRED)
 hone_module_sources(ROUTE_SRCS route)
 add_library(hone_route STATIC ${ROUTE_SRCS})
-target_link_libraries(hone_route PUBLIC hone_serve hone_util nlohmann_json::nlohmann_json
+target_link_libraries(hone_route PUBLIC hone_backend hone_serve hone_util nlohmann_json::nlohmann_json
                       PRIVATE CURL::libcurl OpenSSL::Crypto SQLite::SQLite3 PostgreSQL::PostgreSQL tomlplusplus::tomlplusplus Threads::Threads)
 target_link_libraries(hone PRIVATE hone_route)

@@ -14,13 +14,13 @@ uint64_t Hash(uint64_t h, const char* data, size_t n) {
 
 }  // namespace
 
-PromptBlocks PrefixBlocks(const serve::GenerationRequest& r) {
+PromptBlocks PrefixBlocks(const backend::GenerationRequest& r) {
   // The request as the text that reaches the template: each message's role
   // and content, separated so "ab"+"c" and "a"+"bc" differ.
   std::string text = r.model;
   text += '\x1f';
   if (r.chat) {
-    for (const serve::Message& m : r.messages) {
+    for (const backend::Message& m : r.messages) {
       text += m.role;
       text += '\x1e';
       text += m.content;

@@ -19,7 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "serve/backend.h"
+#include "backend/backend.h"
 
 namespace hone::route {
 
@@ -30,7 +30,7 @@ struct PromptBlocks {
   std::vector<uint64_t> hashes;  // one per whole block, chained
   size_t bytes = 0;              // the whole request text, blocks or not
 };
-PromptBlocks PrefixBlocks(const serve::GenerationRequest& r);
+PromptBlocks PrefixBlocks(const backend::GenerationRequest& r);
 
 // Thread-safe. Capacity is per target, in blocks.
 class PrefixIndex {

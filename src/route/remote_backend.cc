@@ -12,7 +12,7 @@ namespace {
 // Ordered: a tool's schema goes upstream in the client's key order, so a
 // routed request renders as a direct one would.
 using json = nlohmann::ordered_json;
-using serve::Clock;
+using backend::Clock;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -48,7 +48,7 @@ std::string UpstreamMessage(const std::string& body, KeyRing& keys) {
 }
 
 // Reads one streamed choice: SSE events in, text pieces and the end out.
-class RemoteCompletion final : public serve::Completion {
+class RemoteCompletion final : public backend::Completion {
  public:
   RemoteCompletion(std::unique_ptr<HttpCall> call, std::string model,
                    std::shared_ptr<std::atomic<int>> in_flight, Breaker* breaker, KeyRing* keys,
@@ -64,11 +64,11 @@ class RemoteCompletion final : public serve::Completion {
     in_flight_->fetch_sub(1);
   }
 
-  serve::CompletionEvent Next(Clock::time_point deadline) override {
+  backend::CompletionEvent Next(Clock::time_point deadline) override {
     while (events_.empty() && !ended_) {
       std::string bytes;
       HttpCall::Read r = call_->Next(deadline, &bytes);
-      if (r == HttpCall::Read::kIdle) return serve::CompletionEvent{};
+      if (r == HttpCall::Read::kIdle) return backend::CompletionEvent{};
       if (r == HttpCall::Read::kData) {
         for (const SseEvent& e : sse_.Feed(bytes)) Absorb(e);
         // An event that never ends (no blank line, no newline) must not grow
@@ -83,11 +83,11 @@ class RemoteCompletion final : public serve::Completion {
       }
     }
     if (events_.empty()) {
-      serve::CompletionEvent done;
-      done.kind = serve::CompletionEvent::Kind::kDone;
+      backend::CompletionEvent done;
+      done.kind = backend::CompletionEvent::Kind::kDone;
       return done;
     }
-    serve::CompletionEvent e = std::move(events_.front());
+    backend::CompletionEvent e = std::move(events_.front());
     events_.pop_front();
     return e;
   }
@@ -129,8 +129,8 @@ class RemoteCompletion final : public serve::Completion {
     if (!text.empty()) {
       if (!first_token_) first_token_ = Clock::now();
       ++chunks_;
-      serve::CompletionEvent ev;
-      ev.kind = serve::CompletionEvent::Kind::kText;
+      backend::CompletionEvent ev;
+      ev.kind = backend::CompletionEvent::Kind::kText;
       ev.text = std::move(text);
       events_.push_back(std::move(ev));
     }
@@ -145,8 +145,8 @@ class RemoteCompletion final : public serve::Completion {
   // OpenAI's delta.tool_calls piece: index, then id, name and arguments as they come.
   void AbsorbToolCall(const json& t) {
     if (!t.is_object()) return;
-    serve::CompletionEvent ev;
-    ev.kind = serve::CompletionEvent::Kind::kToolCall;
+    backend::CompletionEvent ev;
+    ev.kind = backend::CompletionEvent::Kind::kToolCall;
     ev.tool.index = t.contains("index") && t["index"].is_number_unsigned() ? t["index"].get<size_t>() : 0;
     // Calls are numbered from 0 in order; anything else would make the
     // reader allocate whatever index the upstream names.
@@ -174,7 +174,7 @@ class RemoteCompletion final : public serve::Completion {
   void End() {
     if (ended_) return;
     ended_ = true;
-    serve::ChoiceResult r;
+    backend::ChoiceResult r;
     r.usage = usage_;
     if (!got_usage_) {
       r.usage.completion_tokens = chunks_;  // an estimate: one token a chunk
@@ -186,28 +186,28 @@ class RemoteCompletion final : public serve::Completion {
     r.generation_s = first_token_ ? Seconds(now - *first_token_) : 0;
     if (first_token_) r.ttft_s = Seconds(*first_token_ - start_);
     if (cancelled_) {
-      r.finish = serve::FinishReason::kCancelled;
+      r.finish = backend::FinishReason::kCancelled;
       r.error = MakeError(ErrorCode::kAborted, "cancelled");
     } else if (!stream_error_.empty()) {
-      r.finish = serve::FinishReason::kError;
+      r.finish = backend::FinishReason::kError;
       r.error = MakeError(ErrorCode::kUpstream, stream_error_);
       breaker_->Failure();
     } else if (!finish_.empty() || sse_.done()) {
-      r.finish = finish_ == "length"                      ? serve::FinishReason::kLength
-                 : finish_ == "tool_calls" || tool_calls_ ? serve::FinishReason::kToolCalls
-                                                          : serve::FinishReason::kStop;
+      r.finish = finish_ == "length"                      ? backend::FinishReason::kLength
+                 : finish_ == "tool_calls" || tool_calls_ ? backend::FinishReason::kToolCalls
+                                                          : backend::FinishReason::kStop;
       breaker_->Success();
     } else {
       const TransportError t = call_->error();
       const std::string detail = call_->error_text();
-      r.finish = t == TransportError::kTimeout ? serve::FinishReason::kTimeout : serve::FinishReason::kError;
+      r.finish = t == TransportError::kTimeout ? backend::FinishReason::kTimeout : backend::FinishReason::kError;
       r.error = MakeError(t == TransportError::kTimeout ? ErrorCode::kTimeout : ErrorCode::kUpstream,
                           "the upstream stream broke after " + std::to_string(chunks_) +
                               " chunks without finishing" + (detail.empty() ? "" : " (" + detail + ")"));
       breaker_->Failure();
     }
-    serve::CompletionEvent ev;
-    ev.kind = serve::CompletionEvent::Kind::kChoiceEnd;
+    backend::CompletionEvent ev;
+    ev.kind = backend::CompletionEvent::Kind::kChoiceEnd;
     ev.result = std::move(r);
     events_.push_back(std::move(ev));
   }
@@ -219,8 +219,8 @@ class RemoteCompletion final : public serve::Completion {
   KeyRing* keys_;  // the upstream's, for redaction
   const Clock::time_point start_;
   SseParser sse_;
-  std::deque<serve::CompletionEvent> events_;
-  serve::Usage usage_;
+  std::deque<backend::CompletionEvent> events_;
+  backend::Usage usage_;
   bool got_usage_ = false;
   bool tool_calls_ = false;  // the upstream made calls (its finish_reason may say "stop")
   size_t tool_calls_seen_ = 0;
@@ -233,11 +233,11 @@ class RemoteCompletion final : public serve::Completion {
 
 }  // namespace
 
-std::string OpenAiBody(const serve::GenerationRequest& r, const std::string& model, bool continuation) {
+std::string OpenAiBody(const backend::GenerationRequest& r, const std::string& model, bool continuation) {
   json j = {{"model", model}, {"stream", true}, {"stream_options", {{"include_usage", true}}}};
   if (r.chat) {
     json msgs = json::array();
-    for (const serve::Message& m : r.messages) {
+    for (const backend::Message& m : r.messages) {
       json msg = {{"role", m.role}, {"content", m.content}};
       if (!m.tool_calls.empty()) {
         json calls = json::array();
@@ -266,12 +266,12 @@ std::string OpenAiBody(const serve::GenerationRequest& r, const std::string& mod
       }
       j["tools"] = tools;
       switch (r.tool_choice.mode) {
-        case serve::ToolChoice::Mode::kAuto:
+        case backend::ToolChoice::Mode::kAuto:
           break;
-        case serve::ToolChoice::Mode::kNone:
+        case backend::ToolChoice::Mode::kNone:
           j["tool_choice"] = "none";
           break;
-        case serve::ToolChoice::Mode::kRequired:
+        case backend::ToolChoice::Mode::kRequired:
           j["tool_choice"] =
               r.tool_choice.function.empty()
                   ? json("required")
@@ -290,7 +290,7 @@ std::string OpenAiBody(const serve::GenerationRequest& r, const std::string& mod
     j["prompt"] = r.prompts.empty() ? "" : r.prompts[0];
   }
   if (r.max_tokens >= 0) j["max_tokens"] = r.max_tokens;
-  const serve::Sampling& s = r.sampling;
+  const backend::Sampling& s = r.sampling;
   if (s.temperature) j["temperature"] = *s.temperature;
   if (s.top_p) j["top_p"] = *s.top_p;
   if (s.seed) j["seed"] = *s.seed;
@@ -302,12 +302,12 @@ std::string OpenAiBody(const serve::GenerationRequest& r, const std::string& mod
   if (s.repeat_penalty) j["repeat_penalty"] = *s.repeat_penalty;
   if (!r.stop.empty()) j["stop"] = r.stop;
   switch (r.format.type) {
-    case serve::ResponseFormat::Type::kNone:
+    case backend::ResponseFormat::Type::kNone:
       break;
-    case serve::ResponseFormat::Type::kJsonObject:
+    case backend::ResponseFormat::Type::kJsonObject:
       j["response_format"] = {{"type", "json_object"}};
       break;
-    case serve::ResponseFormat::Type::kJsonSchema:
+    case backend::ResponseFormat::Type::kJsonSchema:
       j["response_format"] = {{"type", "json_schema"},
                               {"json_schema", {{"name", "response"}, {"schema", r.format.schema}}}};
       break;
@@ -345,7 +345,7 @@ HttpSpec RemoteBackend::Spec(const std::string& path, const std::string& body, c
   return s;
 }
 
-Result<std::unique_ptr<serve::Completion>> RemoteBackend::StartAttempt(const serve::GenerationRequest& r,
+Result<std::unique_ptr<backend::Completion>> RemoteBackend::StartAttempt(const backend::GenerationRequest& r,
                                                                        AttemptInfo* info,
                                                                        Clock::time_point route_deadline,
                                                                        KeyQueue::Ticket* ticket) {
@@ -395,7 +395,7 @@ Result<std::unique_ptr<serve::Completion>> RemoteBackend::StartAttempt(const ser
   }
   const std::string path = r.chat ? "/chat/completions" : "/completions";
   std::unique_ptr<HttpCall> call =
-      http_.Start(Spec(path, OpenAiBody(r, UpstreamModel(r.model), config_.continuation), key->key, r.ledger_id));
+      http_.Start(Spec(path, OpenAiBody(r, UpstreamModel(r.model), config_.continuation), key->key, r.routing.ledger_id));
   const auto wait_until =
       std::min(route_deadline, start + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(config_.first_byte_timeout_s + 1)));
@@ -467,11 +467,11 @@ Result<std::unique_ptr<serve::Completion>> RemoteBackend::StartAttempt(const ser
   }
   report(KeyQueue::Verdict::kAccepted);
   release.n = nullptr;  // the completion gives the slot back when it ends
-  return std::unique_ptr<serve::Completion>(
+  return std::unique_ptr<backend::Completion>(
       new RemoteCompletion(std::move(call), r.model, in_flight_count_, &breaker_, &keys_, start));
 }
 
-Result<serve::Embeddings> RemoteBackend::Embed(const serve::EmbeddingRequest& r,
+Result<backend::Embeddings> RemoteBackend::Embed(const backend::EmbeddingRequest& r,
                                                const std::function<bool()>& cancelled) {
   auto key = keys_.Next();
   if (!key)
@@ -493,7 +493,7 @@ Result<serve::Embeddings> RemoteBackend::Embed(const serve::EmbeddingRequest& r,
   auto j = json::parse(text, nullptr, false);
   if (!j.is_object() || !j.contains("data") || !j["data"].is_array())
     return MakeError(ErrorCode::kUpstream, "upstream '" + config_.name + "' sent no embeddings");
-  serve::Embeddings out;
+  backend::Embeddings out;
   out.model = r.model;
   for (const json& d : j["data"]) {
     auto e = d.is_object() ? d.find("embedding") : d.end();
@@ -509,9 +509,9 @@ Result<serve::Embeddings> RemoteBackend::Embed(const serve::EmbeddingRequest& r,
   return out;
 }
 
-std::vector<serve::ModelCard> RemoteBackend::ListModels() {
-  std::vector<serve::ModelCard> out;
-  for (const auto& [name, theirs] : config_.models) out.push_back(serve::ModelCard{.name = name});
+std::vector<backend::ModelCard> RemoteBackend::ListModels() {
+  std::vector<backend::ModelCard> out;
+  for (const auto& [name, theirs] : config_.models) out.push_back(backend::ModelCard{.name = name});
   return out;
 }
 

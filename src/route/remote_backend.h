@@ -15,7 +15,7 @@
 #include "route/key_queue.h"
 #include "route/keyring.h"
 #include "route/retry.h"
-#include "serve/backend.h"
+#include "backend/backend.h"
 
 namespace hone::route {
 
@@ -29,7 +29,7 @@ struct AttemptInfo {
   bool no_key = false;
 };
 
-class RemoteBackend final : public serve::Backend {
+class RemoteBackend final : public backend::Backend {
  public:
   RemoteBackend(UpstreamConfig config, HttpClient& http);
 
@@ -43,16 +43,16 @@ class RemoteBackend final : public serve::Backend {
   // retry). `info` says what happened. `deadline` (the route's) bounds the
   // wait for a key and for the status; a request whose `cancelled` turns
   // true stops waiting with kAborted.
-  Result<std::unique_ptr<serve::Completion>> StartAttempt(
-      const serve::GenerationRequest& r, AttemptInfo* info,
-      serve::Clock::time_point deadline = serve::Clock::time_point::max(), KeyQueue::Ticket* ticket = nullptr);
-  Result<std::unique_ptr<serve::Completion>> Start(const serve::GenerationRequest& r) override {
+  Result<std::unique_ptr<backend::Completion>> StartAttempt(
+      const backend::GenerationRequest& r, AttemptInfo* info,
+      backend::Clock::time_point deadline = backend::Clock::time_point::max(), KeyQueue::Ticket* ticket = nullptr);
+  Result<std::unique_ptr<backend::Completion>> Start(const backend::GenerationRequest& r) override {
     AttemptInfo info;
     return StartAttempt(r, &info);
   }
-  Result<serve::Embeddings> Embed(const serve::EmbeddingRequest& r,
+  Result<backend::Embeddings> Embed(const backend::EmbeddingRequest& r,
                                   const std::function<bool()>& cancelled) override;
-  std::vector<serve::ModelCard> ListModels() override;
+  std::vector<backend::ModelCard> ListModels() override;
   Result<std::string> Load(const std::string& model, std::optional<double> keep_alive_s) override;
 
   // GET base_url + health_path (a models list, never a billed completion).
@@ -85,7 +85,7 @@ class RemoteBackend final : public serve::Backend {
 
 // The request as an OpenAI chat-completions (or completions) body, streamed
 // with usage. Exposed for tests.
-std::string OpenAiBody(const serve::GenerationRequest& r, const std::string& upstream_model,
+std::string OpenAiBody(const backend::GenerationRequest& r, const std::string& upstream_model,
                        bool continuation);
 
 }  // namespace hone::route

@@ -7,8 +7,8 @@
 namespace hone::route {
 namespace {
 
-serve::GenerationRequest Chat(const std::string& system, const std::string& user) {
-  serve::GenerationRequest r;
+backend::GenerationRequest Chat(const std::string& system, const std::string& user) {
+  backend::GenerationRequest r;
   r.model = "support";
   r.chat = true;
   r.messages = {{"system", system}, {"user", user}};

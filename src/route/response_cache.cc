@@ -7,36 +7,36 @@
 namespace hone::route {
 namespace {
 
-using Kind = serve::CompletionEvent::Kind;
+using Kind = backend::CompletionEvent::Kind;
 
 template <class T>
 nlohmann::json Opt(const std::optional<T>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 
-size_t EventBytes(const serve::CompletionEvent& e) {
+size_t EventBytes(const backend::CompletionEvent& e) {
   return sizeof(e) + e.text.size() + e.tool.id.size() + e.tool.name.size() + e.tool.arguments.size() +
          e.result.stop_sequence.size() + e.result.route.size();
 }
 
 }  // namespace
 
-bool Deterministic(const serve::GenerationRequest& r) {
+bool Deterministic(const backend::GenerationRequest& r) {
   return (r.sampling.temperature && *r.sampling.temperature <= 0) || r.sampling.seed.has_value();
 }
 
-std::string CacheKey(const serve::GenerationRequest& r) {
+std::string CacheKey(const backend::GenerationRequest& r) {
   if (r.continue_final) return "";
   using json = nlohmann::json;
   json messages = json::array();
-  for (const serve::Message& m : r.messages) {
+  for (const backend::Message& m : r.messages) {
     json calls = json::array();
-    for (const serve::ToolCall& c : m.tool_calls) calls.push_back({c.id, c.name, c.arguments});
+    for (const backend::ToolCall& c : m.tool_calls) calls.push_back({c.id, c.name, c.arguments});
     messages.push_back({m.role, m.content, calls, m.tool_call_id, m.name});
   }
   json tools = json::array();
-  for (const serve::Tool& t : r.tools) tools.push_back({t.name, t.description, t.parameters});
-  const serve::Sampling& s = r.sampling;
+  for (const backend::Tool& t : r.tools) tools.push_back({t.name, t.description, t.parameters});
+  const backend::Sampling& s = r.sampling;
   // Arrays, not objects: the order is fixed here, and a field added later
   // changes every key (old entries simply miss).
   json canonical = {
@@ -106,15 +106,15 @@ ResponseCache::Stats ResponseCache::stats() const {
   return stats_;
 }
 
-serve::CompletionEvent CachedCompletion::Next(serve::Clock::time_point) {
-  serve::CompletionEvent e;
+backend::CompletionEvent CachedCompletion::Next(backend::Clock::time_point) {
+  backend::CompletionEvent e;
   e.kind = Kind::kDone;
   while (next_ < answer_->events.size()) {
     e = answer_->events[next_++];
     // A cancelled replay skips to each choice's end, as a live one would.
     if (cancelled_ && (e.kind == Kind::kText || e.kind == Kind::kToolCall)) continue;
     if (e.kind == Kind::kChoiceEnd) {
-      if (cancelled_) e.result.finish = serve::FinishReason::kCancelled;
+      if (cancelled_) e.result.finish = backend::FinishReason::kCancelled;
       e.result.queue_s = e.result.prompt_s = e.result.generation_s = 0;
       e.result.ttft_s = 0.0;
       e.result.route = note_;
@@ -124,13 +124,13 @@ serve::CompletionEvent CachedCompletion::Next(serve::Clock::time_point) {
   return e;
 }
 
-serve::CompletionEvent RecordingCompletion::Next(serve::Clock::time_point deadline) {
-  serve::CompletionEvent e = inner_->Next(deadline);
+backend::CompletionEvent RecordingCompletion::Next(backend::Clock::time_point deadline) {
+  backend::CompletionEvent e = inner_->Next(deadline);
   if (cancelled_) whole_ = false;
   if (e.kind == Kind::kIdle || !whole_) return e;
   if (e.kind == Kind::kChoiceEnd) {
-    const serve::FinishReason f = e.result.finish;
-    if (e.result.error || (f != serve::FinishReason::kStop && f != serve::FinishReason::kToolCalls)) whole_ = false;
+    const backend::FinishReason f = e.result.finish;
+    if (e.result.error || (f != backend::FinishReason::kStop && f != backend::FinishReason::kToolCalls)) whole_ = false;
     if (!e.result.route.empty()) e.result.route += " cache=miss";
   }
   if (!whole_) {

@@ -25,22 +25,22 @@
 #include <unordered_map>
 #include <vector>
 
-#include "serve/backend.h"
+#include "backend/backend.h"
 
 namespace hone::route {
 
 struct CachedAnswer {
   std::string model;
-  std::vector<serve::CompletionEvent> events;  // in order, kDone last
+  std::vector<backend::CompletionEvent> events;  // in order, kDone last
   size_t choices = 1;
   size_t bytes = 0;
 };
 
 // The canonical request, hashed. Empty when the request cannot be cached
 // (it continues a partial answer).
-std::string CacheKey(const serve::GenerationRequest& r);
+std::string CacheKey(const backend::GenerationRequest& r);
 // Temperature 0 (greedy) or a fixed seed: the same request gives the same answer.
-bool Deterministic(const serve::GenerationRequest& r);
+bool Deterministic(const backend::GenerationRequest& r);
 
 class ResponseCache {
  public:
@@ -76,11 +76,11 @@ class ResponseCache {
 };
 
 // Replays a cached answer as a Completion.
-class CachedCompletion final : public serve::Completion {
+class CachedCompletion final : public backend::Completion {
  public:
   CachedCompletion(std::shared_ptr<const CachedAnswer> answer, std::string note)
       : answer_(std::move(answer)), note_(std::move(note)) {}
-  serve::CompletionEvent Next(serve::Clock::time_point deadline) override;
+  backend::CompletionEvent Next(backend::Clock::time_point deadline) override;
   void Cancel() override { cancelled_ = true; }
   size_t choices() const override { return answer_->choices; }
   const std::string& model() const override { return answer_->model; }
@@ -95,11 +95,11 @@ class CachedCompletion final : public serve::Completion {
 };
 
 // Passes an answer through and, when it ended whole, stores it.
-class RecordingCompletion final : public serve::Completion {
+class RecordingCompletion final : public backend::Completion {
  public:
-  RecordingCompletion(std::unique_ptr<serve::Completion> inner, ResponseCache* cache, std::string key)
+  RecordingCompletion(std::unique_ptr<backend::Completion> inner, ResponseCache* cache, std::string key)
       : inner_(std::move(inner)), cache_(cache), key_(std::move(key)) {}
-  serve::CompletionEvent Next(serve::Clock::time_point deadline) override;
+  backend::CompletionEvent Next(backend::Clock::time_point deadline) override;
   void Cancel() override {
     cancelled_ = true;
     inner_->Cancel();
@@ -110,7 +110,7 @@ class RecordingCompletion final : public serve::Completion {
   const char* cache_status() const override { return "miss"; }
 
  private:
-  std::unique_ptr<serve::Completion> inner_;
+  std::unique_ptr<backend::Completion> inner_;
   ResponseCache* cache_;
   const std::string key_;
   std::shared_ptr<CachedAnswer> answer_ = std::make_shared<CachedAnswer>();  // the reading thread's

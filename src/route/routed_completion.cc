@@ -4,13 +4,13 @@
 
 namespace hone::route {
 
-using serve::Clock;
-using Kind = serve::CompletionEvent::Kind;
+using backend::Clock;
+using Kind = backend::CompletionEvent::Kind;
 
-RoutedCompletion::RoutedCompletion(Router* router, const RouteConfig* route, serve::GenerationRequest request,
-                                   size_t target, std::vector<size_t> rest, Router::TargetTry first,
+RoutedCompletion::RoutedCompletion(TargetStarter* starter, const RouteConfig* route, backend::GenerationRequest request,
+                                   size_t target, std::vector<size_t> rest, TargetStarter::Started first,
                                    Clock::time_point start, std::string note)
-    : router_(router),
+    : starter_(starter),
       route_(route),
       request_(std::move(request)),
       target_(target),
@@ -32,7 +32,7 @@ RoutedCompletion::~RoutedCompletion() {
   ReportEnd(true);
   if (hold_ && !hold_->done) {
     usage_.estimated = true;  // the rest of the answer was never read
-    router_->SettleSpend(*hold_, request_, usage_, outcome_.empty() ? "dropped" : outcome_);
+    starter_->Settle(*route_, *hold_, request_, usage_, outcome_.empty() ? "dropped" : outcome_);
   }
 }
 
@@ -41,9 +41,9 @@ void RoutedCompletion::Cancel() {
   inner_->Cancel();
 }
 
-serve::CompletionEvent RoutedCompletion::Next(Clock::time_point deadline) {
+backend::CompletionEvent RoutedCompletion::Next(Clock::time_point deadline) {
   for (;;) {
-    serve::CompletionEvent e = inner_->Next(deadline);
+    backend::CompletionEvent e = inner_->Next(deadline);
     // Built only where a series is written, not for every token.
     auto labels = [&] { return Labels({{"route", route_->name}, {"target", TargetLabel()}}); };
     if (e.kind == Kind::kText) {
@@ -52,9 +52,9 @@ serve::CompletionEvent RoutedCompletion::Next(Clock::time_point deadline) {
         if (pending_) pending_->Release();
         const double ttft = std::chrono::duration<double>(Clock::now() - start_).count();
         ttft_s_ = ttft;
-        router_->metrics().Observe(series::kTtft, labels(), ttft);
+        starter_->metrics().Observe(series::kTtft, labels(), ttft);
         if (predicted_ttft_s_)
-          router_->metrics().Observe(series::kTtftError, Labels({{"route", route_->name}}),
+          starter_->metrics().Observe(series::kTtftError, Labels({{"route", route_->name}}),
                                      *predicted_ttft_s_ - ttft);
       }
       if (e.choice == 0) emitted_ += e.text;
@@ -62,22 +62,22 @@ serve::CompletionEvent RoutedCompletion::Next(Clock::time_point deadline) {
     }
     if (e.kind == Kind::kToolCall) tool_call_seen_ = true;
     if (e.kind == Kind::kDone && hold_) {
-      router_->SettleSpend(*hold_, request_, usage_, outcome_.empty() ? "ok" : outcome_);
+      starter_->Settle(*route_, *hold_, request_, usage_, outcome_.empty() ? "ok" : outcome_);
     }
     if (e.kind == Kind::kDone) ReportEnd(any_error_);
     if (e.kind != Kind::kChoiceEnd) return e;
-    serve::ChoiceResult& r = e.result;
+    backend::ChoiceResult& r = e.result;
     const bool broke =
         r.error && (r.error->code == ErrorCode::kUpstream || r.error->code == ErrorCode::kTimeout);
     if (broke && !cancelled_ && inner_->choices() == 1) {
-      router_->metrics().Add(series::kStreamFailures, labels());
+      starter_->metrics().Add(series::kStreamFailures, labels());
       earlier_completion_tokens_ += r.usage.completion_tokens;
       const std::string from = TargetLabel();
       const Error why = *r.error;
       if (hold_) {  // the broken part is paid for as far as it went
-        serve::Usage part = usage_;
+        backend::Usage part = usage_;
         part += r.usage;
-        router_->SettleSpend(*hold_, request_, part, "broken: " + why.message);
+        starter_->Settle(*route_, *hold_, request_, part, "broken: " + why.message);
         hold_.reset();
         usage_ = {};
       }
@@ -85,7 +85,7 @@ serve::CompletionEvent RoutedCompletion::Next(Clock::time_point deadline) {
         std::fprintf(stderr, "[hone] route %s: %s broke after %zu bytes (%s); continued on %s\n",
                      route_->name.c_str(), from.c_str(), emitted_.size(), why.message.c_str(),
                      TargetLabel().c_str());
-        router_->metrics().Add(series::kRecoveries,
+        starter_->metrics().Add(series::kRecoveries,
                                Labels({{"route", route_->name}, {"from", from}, {"to", TargetLabel()}}));
         note_ += " continued_on=" + TargetLabel() + " after=" + from;
         continue;  // read on from the new target
@@ -95,15 +95,15 @@ serve::CompletionEvent RoutedCompletion::Next(Clock::time_point deadline) {
       note_ += " stream_failed";
     }
     usage_ += r.usage;
-    if (r.error && r.finish != serve::FinishReason::kCancelled) any_error_ = true;
-    if (outcome_.empty() && (r.error || r.finish == serve::FinishReason::kCancelled))
-      outcome_ = r.error ? std::string(serve::FinishReasonName(r.finish)) + ": " + r.error->message
-                         : std::string(serve::FinishReasonName(r.finish));
+    if (r.error && r.finish != backend::FinishReason::kCancelled) any_error_ = true;
+    if (outcome_.empty() && (r.error || r.finish == backend::FinishReason::kCancelled))
+      outcome_ = r.error ? std::string(backend::FinishReasonName(r.finish)) + ": " + r.error->message
+                         : std::string(backend::FinishReasonName(r.finish));
     r.usage.completion_tokens += earlier_completion_tokens_;
     r.route = note_;
     const double total = std::chrono::duration<double>(Clock::now() - start_).count();
-    router_->metrics().Observe(series::kLatency, labels(), total);
-    router_->metrics().Add(series::kRequests,
+    starter_->metrics().Observe(series::kLatency, labels(), total);
+    starter_->metrics().Add(series::kRequests,
                            Labels({{"route", route_->name},
                                    {"target", TargetLabel()},
                                    {"outcome", r.error ? CodeLabel(r.error->code) : std::string("ok")}}));
@@ -112,10 +112,10 @@ serve::CompletionEvent RoutedCompletion::Next(Clock::time_point deadline) {
 }
 
 bool RoutedCompletion::Recover(const Error& why, Clock::time_point) {
-  if (request_.format.type != serve::ResponseFormat::Type::kNone && !emitted_.empty()) return false;
+  if (request_.format.type != backend::ResponseFormat::Type::kNone && !emitted_.empty()) return false;
   // Half a tool call cannot be handed to another model to finish.
   if (tool_call_seen_) return false;
-  serve::GenerationRequest next = request_;
+  backend::GenerationRequest next = request_;
   const bool resume = !emitted_.empty();
   if (resume) {
     if (request_.chat) {
@@ -138,8 +138,8 @@ bool RoutedCompletion::Recover(const Error& why, Clock::time_point) {
     const size_t i = rest_.front();
     rest_.erase(rest_.begin());
     const Target& t = route_->targets[i];
-    if (resume && !router_->CanContinue(t)) continue;
-    auto tt = router_->TryTarget(*route_, t, next, deadline);
+    if (resume && !starter_->CanContinue(t)) continue;
+    auto tt = starter_->Start(*route_, t, next, deadline);
     if (!tt) continue;
     inner_ = std::move(tt->completion);
     hold_ = std::move(tt->hold);

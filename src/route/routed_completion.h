@@ -19,14 +19,16 @@
 #include <string>
 #include <vector>
 
-#include "route/router.h"
+#include "route/canary_arms.h"
+#include "route/replica_picker.h"
+#include "route/target_starter.h"
 
 namespace hone::route {
 
-class RoutedCompletion final : public serve::Completion {
+class RoutedCompletion final : public backend::Completion {
  public:
-  RoutedCompletion(Router* router, const RouteConfig* route, serve::GenerationRequest request, size_t target,
-                   std::vector<size_t> rest, Router::TargetTry first, serve::Clock::time_point start,
+  RoutedCompletion(TargetStarter* starter, const RouteConfig* route, backend::GenerationRequest request, size_t target,
+                   std::vector<size_t> rest, TargetStarter::Started first, backend::Clock::time_point start,
                    std::string note);
   // Settles whatever the answer cost if it was dropped before its end.
   ~RoutedCompletion() override;
@@ -38,27 +40,27 @@ class RoutedCompletion final : public serve::Completion {
   // The affinity policy's count of this prompt's tokens not yet prefilled at
   // its target: given back at the first token or when the answer ends.
   void SetPending(std::unique_ptr<ReplicaPicker::Pending> p) { pending_ = std::move(p); }
-  serve::CompletionEvent Next(serve::Clock::time_point deadline) override;
+  backend::CompletionEvent Next(backend::Clock::time_point deadline) override;
   void Cancel() override;
   size_t choices() const override { return inner_->choices(); }
   const std::string& model() const override { return request_.model; }
   double load_seconds() const override { return inner_->load_seconds(); }
 
  private:
-  bool Recover(const Error& why, serve::Clock::time_point deadline);
+  bool Recover(const Error& why, backend::Clock::time_point deadline);
   std::string TargetLabel() const { return route_->targets[target_].Label(); }
 
-  Router* router_;
+  TargetStarter* starter_;
   const RouteConfig* route_;
-  const serve::GenerationRequest request_;
+  const backend::GenerationRequest request_;
   size_t target_;
   std::vector<size_t> rest_;  // targets not yet used, in the route's order
-  std::unique_ptr<serve::Completion> inner_;
+  std::unique_ptr<backend::Completion> inner_;
   std::shared_ptr<SpendHold> hold_;  // the current target's spend (null without a ledger)
-  serve::Usage usage_;               // of the current target, over the choices ended so far
+  backend::Usage usage_;               // of the current target, over the choices ended so far
   std::string outcome_;              // the first choice's end that was not ok
   std::optional<double> predicted_ttft_s_;
-  const serve::Clock::time_point start_;
+  const backend::Clock::time_point start_;
   std::string note_;
   std::string emitted_;                // text of choice 0 that reached the client
   bool tool_call_seen_ = false;        // a tool call went out: the stream cannot be resumed elsewhere

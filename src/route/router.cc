@@ -5,45 +5,23 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "route/refusals.h"
 #include "route/routed_completion.h"
 
 namespace hone::route {
 namespace {
 
-using serve::Clock;
+using backend::Clock;
 using Dur = std::chrono::duration<double>;
 
-// An upper bound on the prompt's tokens for any byte-level tokenizer: one
-// token per byte, plus a few per message for the template's role markers.
-int64_t PromptTokenBound(const serve::GenerationRequest& r) {
-  int64_t n = 0;
-  for (const serve::Message& m : r.messages) {
-    n += static_cast<int64_t>(m.content.size()) + 8;
-    for (const serve::ToolCall& c : m.tool_calls) n += static_cast<int64_t>(c.name.size() + c.arguments.size()) + 8;
-  }
-  for (const std::string& p : r.prompts) n += static_cast<int64_t>(p.size()) + 2;
-  for (const serve::Tool& t : r.tools)
-    n += static_cast<int64_t>(t.name.size() + t.description.size() + t.parameters.size()) + 16;
-  return n + 16;
-}
-
-std::string PromptText(const serve::GenerationRequest& r) {
-  std::string text;
-  for (const serve::Message& m : r.messages) text += m.content + "\n";
-  for (const std::string& p : r.prompts) text += p;
-  return text;
-}
-
-
-bool Stoppable(const Error& e) {
-  // The request itself is wrong, or names nothing: no other target will do better.
-  return e.code == ErrorCode::kInvalidArgument || e.code == ErrorCode::kNotFound;
-}
 
 }  // namespace
 
 Router::Router(RouterConfig config, serve::LocalBackend& local, std::unique_ptr<Spend> spend)
-    : local_(local), spend_(std::move(spend)), rng_(std::random_device{}()) {
+    : local_(local),
+      spend_(std::move(spend)),
+      starter_(local_, upstreams_, spend_.get(), metrics_),
+      rng_(std::random_device{}()) {
   if (config.cache.enabled) cache_ = std::make_unique<ResponseCache>(config.cache.max_bytes, config.cache.ttl_s);
   for (UpstreamConfig& u : config.upstreams) {
     std::string name = u.name;
@@ -54,23 +32,16 @@ Router::Router(RouterConfig config, serve::LocalBackend& local, std::unique_ptr<
   for (RouteConfig& r : config.routes) {
     route_order_.push_back(r.name);
     auto st = std::make_unique<RouteState>();
-    if (r.canary) {
-      st->canary = std::make_unique<Canary>(r.name, *r.canary, spend_ ? &spend_->ledger() : nullptr, now_unix);
-      st->candidate_route = std::make_unique<RouteConfig>(r);
-      st->candidate_route->targets.insert(st->candidate_route->targets.begin(), r.canary->target);
-      st->candidate_route->policy = Policy::kFailover;
-      st->shadow_route = std::make_unique<RouteConfig>(r);
-      st->shadow_route->targets = {r.canary->target};
-      st->shadow_route->policy = Policy::kFailover;
-    }
+    if (r.canary) st->arms = std::make_unique<CanaryArms>(r, spend_ ? &spend_->ledger() : nullptr, now_unix);
     st->config = std::move(r);
     routes_[route_order_.back()] = std::move(st);
   }
 }
 
 Router::~Router() {
-  shadows_stop_ = true;
-  while (shadows_in_flight_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // Shadow copies run StartRoute on their own threads: they end before any member goes.
+  for (auto& [name, st] : routes_)
+    if (st->arms) st->arms->StopShadows();
   {
     std::lock_guard<std::mutex> lock(health_mu_);
     stopping_ = true;
@@ -84,18 +55,7 @@ Router::RouteState* Router::Find(const std::string& name) const {
   return it == routes_.end() ? nullptr : it->second.get();
 }
 
-RemoteBackend* Router::Upstream(const std::string& name) const {
-  auto it = upstreams_.find(name);
-  return it == upstreams_.end() ? nullptr : it->second.get();
-}
-
-bool Router::CanContinue(const Target& t) const {
-  if (t.local()) return true;
-  RemoteBackend* up = Upstream(t.upstream);
-  return up && up->config().continuation;
-}
-
-std::vector<size_t> Router::Order(const RouteConfig& r, const serve::GenerationRequest& req, PromptBlocks* blocks,
+std::vector<size_t> Router::Order(const RouteConfig& r, const backend::GenerationRequest& req, PromptBlocks* blocks,
                                   std::unique_ptr<ReplicaPicker::Pending>* pending) {
   std::vector<size_t> order(r.targets.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -116,7 +76,7 @@ std::vector<size_t> Router::Order(const RouteConfig& r, const serve::GenerationR
       c.label = t.Label();
       if (t.local()) {
         c.model = t.model;
-        c.local_ttft_s = local_.Predict(ForTarget(req, t)).load.ttft_s;
+        c.local_ttft_s = local_.Predict(TargetStarter::ForTarget(req, t)).load.ttft_s;
       } else if (RemoteBackend* up = Upstream(t.upstream)) {
         c.upstream = t.upstream;
         c.model = up->UpstreamModel(t.model);
@@ -136,243 +96,61 @@ std::vector<size_t> Router::Order(const RouteConfig& r, const serve::GenerationR
   return order;
 }
 
-serve::GenerationRequest Router::ForTarget(const serve::GenerationRequest& r, const Target& t) const {
-  serve::GenerationRequest out = r;
-  out.model = t.model;
-  return out;
-}
-
-Result<Router::TargetTry> Router::TryTarget(const RouteConfig& route, const Target& t,
-                                            const serve::GenerationRequest& in, Clock::time_point deadline,
-                                            const serve::LocalBackend::Forecast* forecast, bool* budget_refused) {
-  serve::GenerationRequest r = ForTarget(in, t);
-  const std::string target = t.Label();
-  TargetTry out;
-  if (spend_) {
-    Price price;
-    int64_t prompt_bound = 0;
-    int max_tokens = 0;
-    if (t.local()) {
-      // Local answers are never refused by a budget; their cost (an energy
-      // rate, 0 by default) still counts when they settle.
-      price = {spend_->config().local_price_input_per_m, spend_->config().local_price_input_per_m,
-               spend_->config().local_price_output_per_m};
-    } else if (RemoteBackend* up = Upstream(t.upstream)) {
-      price = {up->config().price_input_per_m, up->config().price_cached_input_per_m,
-               up->config().price_output_per_m};
-      prompt_bound = PromptTokenBound(r);
-      max_tokens = r.max_tokens >= 0 ? r.max_tokens : spend_->reserve_max_tokens();
-      // The reservation holds for max_tokens: the upstream is held to it too.
-      if (r.max_tokens < 0 && !price.free()) r.max_tokens = max_tokens;
-    }
-    auto hold = spend_->Reserve(route.name, t.upstream, t.model, in.tenant, price, prompt_bound, max_tokens);
-    if (!hold) {
-      if (budget_refused && hold.error().code == ErrorCode::kRateLimited) *budget_refused = true;
-      metrics_.Add(series::kAttempts, Labels({{"route", route.name}, {"target", target}, {"outcome", "budget"}}));
-      return hold.error();
-    }
-    out.hold = std::move(*hold);
-    r.ledger_id = out.hold->id;
-  }
-  // Whatever fails below cost nothing: the hold goes back.
-  auto release = [&] {
-    if (out.hold) spend_->Release(*out.hold);
-  };
-  if (t.local()) {
-    out.attempts = 1;
-    if (forecast && forecast->loaded) out.predicted_ttft_s = forecast->load.ttft_s;
-    auto c = local_.Start(r, forecast ? forecast->prepared : nullptr);
-    if (!c) {
-      release();
-      metrics_.Add(
-          series::kAttempts,
-          Labels({{"route", route.name}, {"target", target}, {"outcome", CodeLabel(c.error().code)}}));
-      return c.error();
-    }
-    out.completion = std::move(*c);
-    return out;
-  }
-  RemoteBackend* up = Upstream(t.upstream);
-  if (!up) {
-    release();
-    return MakeError(ErrorCode::kInternal, "no upstream '" + t.upstream + "'");
-  }
-  Error last{ErrorCode::kUpstream, "upstream '" + t.upstream + "' was not tried"};
-  KeyQueue::Ticket ticket;  // the request's place in the upstream's key queue, kept across attempts
-  for (int attempt = 1; attempt <= route.retry.max_attempts; ++attempt) {
-    if (!up->breaker().Allow()) {
-      Error e = MakeError(ErrorCode::kUnavailable, "upstream '" + t.upstream + "': circuit breaker open");
-      e.retry_after_s = static_cast<int>(std::ceil(std::max(1.0, up->breaker().RetryAfter())));
-      metrics_.Add(series::kAttempts,
-                   Labels({{"route", route.name}, {"target", target}, {"outcome", "breaker_open"}}));
-      release();
-      return e;
-    }
-    ++out.attempts;
-    AttemptInfo info;
-    auto c = up->StartAttempt(r, &info, deadline, &ticket);
-    if (!info.key_fingerprint.empty())
-      metrics_.Add(series::kKeyRequests, Labels({{"upstream", t.upstream},
-                                                 {"key", info.key_fingerprint},
-                                                 {"outcome", OutcomeName(info.outcome)}}));
-    if (c) {
-      out.completion = std::move(*c);
-      return out;
-    }
-    last = c.error();
-    if (last.code == ErrorCode::kAborted) break;  // the client left: nothing to retry for
-    metrics_.Add(series::kAttempts,
-                 Labels({{"route", route.name}, {"target", target}, {"outcome", OutcomeName(info.outcome)}}));
-    if (Stoppable(last)) break;
-    if (c.error().code == ErrorCode::kBusy && info.outcome == Outcome::kOk) break;  // at max_concurrent
-    // A bad key (401/403, now revoked) or a rate-limited one (429, now
-    // cooling) is not the upstream's failure and costs no attempt: the
-    // request goes back to its place in the key queue, which hands it the
-    // next usable key at the upstream's pace, until the route's deadline.
-    // (Counting 429s as attempts made a storm give up seconds into it.)
-    if (info.no_key) break;  // the queue's deadline passed, or every key is revoked
-    const bool key_fault = (info.outcome == Outcome::kAuth && !up->keys().AllRevoked()) ||
-                           (info.outcome == Outcome::kRateLimited && !up->keys().empty());
-    if (key_fault) {
-      metrics_.Add(series::kRetries,
-                   Labels({{"route", route.name}, {"target", target}, {"reason", "next_key"}}));
-      --attempt;
-      if (info.outcome == Outcome::kAuth && out.attempts > 16) break;
-      continue;
-    }
-    if (!Retryable(info.outcome) || info.outcome == Outcome::kAuth || attempt == route.retry.max_attempts)
-      break;
-    double wait;
-    {
-      std::lock_guard<std::mutex> lock(rng_mu_);
-      wait = BackoffSeconds(route.retry, attempt, last.retry_after_s, rng_);
-    }
-    if (Clock::now() + std::chrono::duration_cast<Clock::duration>(Dur(wait)) > deadline) break;
-    metrics_.Add(series::kRetries,
-                 Labels({{"route", route.name}, {"target", target}, {"reason", OutcomeName(info.outcome)}}));
-    // The backoff in slices: a client that leaves meanwhile ends it.
-    const auto wake = Clock::now() + std::chrono::duration_cast<Clock::duration>(Dur(wait));
-    while (Clock::now() < wake) {
-      if (r.cancelled && r.cancelled()) {
-        release();
-        return MakeError(ErrorCode::kAborted, "the client left during a retry's backoff");
-      }
-      std::this_thread::sleep_for(
-          std::min<Clock::duration>(wake - Clock::now(), std::chrono::milliseconds(50)));
-    }
-  }
-  release();
-  return last;
-}
-
-void Router::SettleSpend(SpendHold& hold, const serve::GenerationRequest& r, serve::Usage usage,
-                         const std::string& outcome) {
-  if (!spend_ || hold.done) return;
-  if (usage.prompt_tokens == 0 && (!r.messages.empty() || !r.prompts.empty())) {
-    // The target reported no usage (a stream cut short): count the prompt here.
-    usage.estimated = true;
-    const std::string text = PromptText(r);
-    std::optional<int> n;
-    if (const RouteState* st = Find(hold.route))
-      for (const Target& t : st->config.targets)
-        if (t.local() && !n) n = local_.CountTokens(t.model, text);
-    usage.prompt_tokens = n ? *n : static_cast<int>(text.size() / 4 + 1);
-  }
-  spend_->Settle(hold, usage, usage.estimated, outcome);
-}
-
-Result<std::unique_ptr<serve::Completion>> Router::Start(const serve::GenerationRequest& r) {
+Result<std::unique_ptr<backend::Completion>> Router::Start(const backend::GenerationRequest& r) {
   RouteState* st = Find(r.model);
   if (!st) return local_.Start(r);  // not a route: a local model, as without a router
   // A canary picks the arm first: the cache is kept per arm too.
-  const RouteConfig* route = &st->config;
-  AnswerEnd on_end;
-  std::string arm_key;
-  if (st->canary) {
-    const auto arm = st->canary->Pick(ConversationKey(r), CanaryNow());
-    Canary* canary = st->canary.get();
-    const bool candidate = arm == Canary::Arm::kCandidate;
-    if (candidate) route = st->candidate_route.get();
-    arm_key = candidate ? "|candidate" : "|baseline";
-    // A candidate answer served by any other target is the candidate's failure.
-    on_end = [canary, candidate](std::optional<double> ttft, double total, bool error, size_t target) {
-      canary->Record(candidate, ttft, total, error || (candidate && target != 0));
-    };
-    if (arm == Canary::Arm::kShadow) {
-      StartShadow(st, r);
-      on_end = [canary](std::optional<double> ttft, double total, bool error, size_t) {
-        canary->Record(false, ttft, total, error);
-      };
-    }
+  CanaryArms::Choice arm;
+  if (st->arms) {
+    arm = st->arms->Choose(r, [this, st](const RouteConfig& route, const backend::GenerationRequest& copy,
+                                         AnswerEnd on_end) {
+      return StartRoute(st, route, copy, std::move(on_end), /*count=*/false);
+    });
   }
-  auto start = [&]() -> Result<std::unique_ptr<serve::Completion>> {
-    auto c = StartRoute(st, *route, r, on_end);
-    // A refusal that is the request's own (bad, unknown, over budget, client
-    // gone) says nothing about the arm; the rest is the arm failing.
-    const ErrorCode code = c ? ErrorCode::kInternal : c.error().code;
-    if (!c && on_end && code != ErrorCode::kAborted && code != ErrorCode::kInvalidArgument &&
-        code != ErrorCode::kNotFound && code != ErrorCode::kRateLimited)
-      on_end(std::nullopt, 0, true, 0);
+  const RouteConfig& route = arm.route ? *arm.route : st->config;
+  auto start = [&]() -> Result<std::unique_ptr<backend::Completion>> {
+    auto c = StartRoute(st, route, r, arm.on_end);
+    // A refusal that is the request's own says nothing about the arm; the
+    // rest is the arm failing.
+    if (!c && arm.on_end && !RequestsOwnRefusal(c.error())) arm.on_end(std::nullopt, 0, true, 0);
     return c;
   };
+  return StartCached(st, r, arm.cache_suffix, start);
+}
+
+Result<std::unique_ptr<backend::Completion>> Router::StartCached(
+    RouteState* st, const backend::GenerationRequest& r, const std::string& arm_suffix,
+    const std::function<Result<std::unique_ptr<backend::Completion>>()>& start) {
   const RouteConfig::CacheMode mode = st->config.cache;
-  const bool cacheable = cache_ && !r.no_cache && mode != RouteConfig::CacheMode::kOff &&
+  const bool cacheable = cache_ && !r.routing.no_cache && mode != RouteConfig::CacheMode::kOff &&
                          (mode == RouteConfig::CacheMode::kAll || Deterministic(r));
   if (!cacheable) return start();
   std::string key = CacheKey(r);
   if (key.empty()) return start();
-  key += arm_key;
+  key += arm_suffix;
   if (auto hit = cache_->Get(key)) {
     ++st->requests;
     ++st->cache_hits;
     metrics_.Add(series::kCache, Labels({{"route", st->config.name}, {"result", "hit"}}));
-    return std::unique_ptr<serve::Completion>(
+    return std::unique_ptr<backend::Completion>(
         std::make_unique<CachedCompletion>(std::move(hit), "route=" + st->config.name + " cache=hit"));
   }
   ++st->cache_misses;
   metrics_.Add(series::kCache, Labels({{"route", st->config.name}, {"result", "miss"}}));
   auto started = start();
   if (!started) return started;
-  return std::unique_ptr<serve::Completion>(
+  return std::unique_ptr<backend::Completion>(
       std::make_unique<RecordingCompletion>(std::move(*started), cache_.get(), key));
 }
 
-void Router::StartShadow(RouteState* st, const serve::GenerationRequest& r) {
-  // At most a few copies at once: a slow candidate must not pile up threads.
-  if (shadows_in_flight_.fetch_add(1) >= 8) {
-    --shadows_in_flight_;
-    return;
-  }
-  serve::GenerationRequest copy = r;
-  copy.cancelled = [this] { return shadows_stop_.load(); };
-  copy.no_cache = true;
-  copy.tenant.clear();  // a copy the client never sees must not use up the client's own budget
-  std::thread([this, st, copy = std::move(copy)] {
-    Canary* canary = st->canary.get();
-    AnswerEnd on_end = [canary](std::optional<double> ttft, double total, bool error, size_t) {
-      canary->Record(true, ttft, total, error);
-    };
-    auto c = StartRoute(st, *st->shadow_route, copy, on_end, /*count=*/false);
-    if (!c) {
-      const ErrorCode code = c.error().code;
-      if (code != ErrorCode::kAborted && code != ErrorCode::kInvalidArgument && code != ErrorCode::kNotFound &&
-          code != ErrorCode::kRateLimited)
-        on_end(std::nullopt, 0, true, 0);
-    } else {
-      // Read to the end and discard: only the numbers count.
-      for (;;) {
-        if (shadows_stop_) (*c)->Cancel();
-        if ((*c)->Next(Clock::now() + std::chrono::milliseconds(100)).kind == serve::CompletionEvent::Kind::kDone)
-          break;
-      }
-    }
-    c = MakeError(ErrorCode::kAborted, "done");  // ends the completion before the count drops
-    --shadows_in_flight_;
-  }).detach();
+std::string Router::OverflowReason(const RouteConfig& route, const serve::LocalBackend::Forecast& f) const {
+  if (f.load.queue_full) return "queue_full";
+  if (route.ttft_slo_s > 0 && f.load.ttft_s > route.ttft_slo_s) return f.loaded ? "ttft_slo" : "cold_model";
+  return "";
 }
 
-Result<std::unique_ptr<serve::Completion>> Router::StartRoute(RouteState* st, const RouteConfig& route,
-                                                              const serve::GenerationRequest& r, AnswerEnd on_end,
+Result<std::unique_ptr<backend::Completion>> Router::StartRoute(RouteState* st, const RouteConfig& route,
+                                                              const backend::GenerationRequest& r, AnswerEnd on_end,
                                                               bool count) {
   if (count) ++st->requests;
   const auto start = Clock::now();
@@ -391,7 +169,7 @@ Result<std::unique_ptr<serve::Completion>> Router::StartRoute(RouteState* st, co
   int retry_after = 0;
   const bool has_remote =
       std::any_of(route.targets.begin(), route.targets.end(), [](auto& t) { return !t.local(); });
-  auto finish = [&](size_t i, TargetTry&& tt) -> std::unique_ptr<serve::Completion> {
+  auto finish = [&](size_t i, TargetStarter::Started&& tt) -> std::unique_ptr<backend::Completion> {
     std::string note = "route=" + route.name + " target=" + route.targets[i].Label() +
                        " attempts=" + std::to_string(attempts + tt.attempts) +
                        (overflow.empty() ? "" : " overflow=" + overflow);
@@ -403,7 +181,7 @@ Result<std::unique_ptr<serve::Completion>> Router::StartRoute(RouteState* st, co
       pending = picker_.AddPending(route.targets[i].Label(), blocks);
       picker_.Record(route.targets[i].Label(), blocks);
     }
-    auto rc = std::make_unique<RoutedCompletion>(this, &route, r, i, std::move(rest), std::move(tt), start, note);
+    auto rc = std::make_unique<RoutedCompletion>(&starter_, &route, r, i, std::move(rest), std::move(tt), start, note);
     if (on_end) rc->SetOnEnd(on_end);
     if (pending) rc->SetPending(std::move(pending));
     return rc;
@@ -415,14 +193,9 @@ Result<std::unique_ptr<serve::Completion>> Router::StartRoute(RouteState* st, co
     std::optional<serve::LocalBackend::Forecast> forecast;
     if (t.local() && route.policy == Policy::kLocalFirst && has_remote) {
       admitting = std::unique_lock<std::mutex>(st->admit_mu);
-      forecast = local_.Predict(ForTarget(r, t));
-      const serve::LocalBackend::Forecast& f = *forecast;
-      if (!f.loaded) admitting.unlock();  // a cold load must not hold up the route
-      std::string why;
-      if (f.load.queue_full)
-        why = "queue_full";
-      else if (route.ttft_slo_s > 0 && f.load.ttft_s > route.ttft_slo_s)
-        why = f.loaded ? "ttft_slo" : "cold_model";
+      forecast = local_.Predict(TargetStarter::ForTarget(r, t));
+      if (!forecast->loaded) admitting.unlock();  // a cold load must not hold up the route
+      const std::string why = OverflowReason(route, *forecast);
       if (!why.empty()) {
         overflow = why;
         if (count) ++st->overflowed;
@@ -432,11 +205,11 @@ Result<std::unique_ptr<serve::Completion>> Router::StartRoute(RouteState* st, co
       }
     }
     bool budget_refused = false;
-    auto tt = TryTarget(route, t, r, deadline, forecast ? &*forecast : nullptr, &budget_refused);
+    auto tt = starter_.Start(route, t, r, deadline, forecast ? &*forecast : nullptr, &budget_refused);
     if (admitting) admitting.unlock();  // queued (or refused): the next forecast sees it
     if (tt) return finish(i, std::move(*tt));
     const Error& e = tt.error();
-    if (Stoppable(e) || e.code == ErrorCode::kAborted) {
+    if (SameOnEveryTarget(e) || e.code == ErrorCode::kAborted) {
       metrics_.Add(series::kRequests, Labels({{"route", route.name}, {"target", t.Label()}, {"outcome", CodeLabel(e.code)}}));
       return e;
     }
@@ -462,7 +235,7 @@ Result<std::unique_ptr<serve::Completion>> Router::StartRoute(RouteState* st, co
   }
   // Every other target failed: a slow local answer beats none.
   for (size_t i : deferred) {
-    auto tt = TryTarget(route, route.targets[i], r, deadline);
+    auto tt = starter_.Start(route, route.targets[i], r, deadline);
     if (tt) {
       overflow += "+last_resort";
       return finish(i, std::move(*tt));
@@ -482,7 +255,7 @@ Result<std::unique_ptr<serve::Completion>> Router::StartRoute(RouteState* st, co
   return e;
 }
 
-Result<serve::Embeddings> Router::Embed(const serve::EmbeddingRequest& r,
+Result<backend::Embeddings> Router::Embed(const backend::EmbeddingRequest& r,
                                         const std::function<bool()>& cancelled) {
   RouteState* st = Find(r.model);
   if (!st) return local_.Embed(r, cancelled);
@@ -496,7 +269,7 @@ Result<serve::Embeddings> Router::Embed(const serve::EmbeddingRequest& r,
     ++st->overflowed;
     metrics_.Add(series::kOverflow, Labels({{"route", route.name}, {"reason", why}}));
   };
-  auto done = [&](const Target& t, Result<serve::Embeddings> e) {
+  auto done = [&](const Target& t, Result<backend::Embeddings> e) {
     metrics_.Add(series::kRequests, Labels({{"route", route.name},
                                             {"target", t.Label()},
                                             {"outcome", e ? "ok" : CodeLabel(e.error().code)}}));
@@ -509,7 +282,7 @@ Result<serve::Embeddings> Router::Embed(const serve::EmbeddingRequest& r,
     std::stable_partition(order.begin(), order.end(), [&](size_t i) { return route.targets[i].local(); });
   for (size_t i : order) {
     const Target& t = route.targets[i];
-    serve::EmbeddingRequest er = r;
+    backend::EmbeddingRequest er = r;
     er.model = t.model;
     if (t.local()) {
       // The same overflow rule as a generation's: the vectors' predicted
@@ -539,11 +312,11 @@ Result<serve::Embeddings> Router::Embed(const serve::EmbeddingRequest& r,
       up->breaker().Failure();
       last = e.error();
     }
-    if (Stoppable(last) || last.code == ErrorCode::kAborted) return done(t, last);
+    if (SameOnEveryTarget(last) || last.code == ErrorCode::kAborted) return done(t, last);
   }
   // Every other target failed: slow local vectors beat none.
   for (size_t i : deferred) {
-    serve::EmbeddingRequest er = r;
+    backend::EmbeddingRequest er = r;
     er.model = route.targets[i].model;
     auto e = local_.Embed(er, cancelled);
     if (e) return done(route.targets[i], std::move(e));
@@ -553,9 +326,9 @@ Result<serve::Embeddings> Router::Embed(const serve::EmbeddingRequest& r,
   return last;
 }
 
-std::vector<serve::ModelCard> Router::ListModels() {
-  std::vector<serve::ModelCard> out = local_.ListModels();
-  for (const std::string& name : route_order_) out.push_back(serve::ModelCard{.name = name});
+std::vector<backend::ModelCard> Router::ListModels() {
+  std::vector<backend::ModelCard> out = local_.ListModels();
+  for (const std::string& name : route_order_) out.push_back(backend::ModelCard{.name = name});
   return out;
 }
 
@@ -567,11 +340,11 @@ Result<std::string> Router::Load(const std::string& model, std::optional<double>
   return model;
 }
 
-Result<int> Router::CountPromptTokens(const serve::GenerationRequest& r) {
+Result<int> Router::CountPromptTokens(const backend::GenerationRequest& r) {
   RouteState* st = Find(r.model);
   if (!st) return local_.CountPromptTokens(r);
   for (const Target& t : st->config.targets)
-    if (t.local()) return local_.CountPromptTokens(ForTarget(r, t));
+    if (t.local()) return local_.CountPromptTokens(TargetStarter::ForTarget(r, t));
   return MakeError(ErrorCode::kInvalidArgument,
                    "route '" + r.model + "' has no local model to count tokens with (its targets are upstreams)");
 }

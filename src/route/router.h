@@ -33,7 +33,7 @@
 #include <random>
 #include <thread>
 
-#include "route/canary.h"
+#include "route/canary_arms.h"
 #include "route/config.h"
 #include "route/http_client.h"
 #include "route/remote_backend.h"
@@ -41,27 +41,25 @@
 #include "route/response_cache.h"
 #include "route/route_metrics.h"
 #include "route/spend.h"
-#include "serve/backend.h"
+#include "route/target_starter.h"
+#include "backend/backend.h"
 #include "serve/local_backend.h"
 
 namespace hone::route {
 
-// Called once when a routed answer ends (RoutedCompletion::SetOnEnd).
-using AnswerEnd = std::function<void(std::optional<double> ttft_s, double total_s, bool error, size_t target)>;
-
-class Router final : public serve::Backend {
+class Router final : public backend::Backend {
  public:
   // `spend`: the ledger and budgets; null runs without them (no rows, no caps).
   Router(RouterConfig config, serve::LocalBackend& local, std::unique_ptr<Spend> spend = nullptr);
   ~Router() override;  // stops the health checks
 
-  Result<std::unique_ptr<serve::Completion>> Start(const serve::GenerationRequest& r) override;
-  Result<serve::Embeddings> Embed(const serve::EmbeddingRequest& r,
+  Result<std::unique_ptr<backend::Completion>> Start(const backend::GenerationRequest& r) override;
+  Result<backend::Embeddings> Embed(const backend::EmbeddingRequest& r,
                                   const std::function<bool()>& cancelled) override;
-  std::vector<serve::ModelCard> ListModels() override;
+  std::vector<backend::ModelCard> ListModels() override;
   Result<std::string> Load(const std::string& model, std::optional<double> keep_alive_s) override;
   // With a route's first local target; a route without one cannot count.
-  Result<int> CountPromptTokens(const serve::GenerationRequest& r) override;
+  Result<int> CountPromptTokens(const backend::GenerationRequest& r) override;
 
   // Active health checks of every upstream, every health_interval.
   void StartHealthChecks();
@@ -81,34 +79,10 @@ class Router final : public serve::Backend {
   // `hone route canary promote|rollback` (POST /hone/routes/canary): the
   // canary's state afterwards as JSON; kNotFound for a route without one.
   Result<std::string> CanaryCommand(const std::string& route, const std::string& action);
+  // The ledger and budgets (GET /hone/spend); null without them.
+  Spend* spend() const { return spend_.get(); }
   // Streams the upstreams may carry at once (their max_concurrent, summed).
   int UpstreamConcurrency() const;
-
-  // For RoutedCompletion: starts one target (with retries for an upstream).
-  struct TargetTry {
-    std::unique_ptr<serve::Completion> completion;
-    int attempts = 0;
-    std::optional<double> predicted_ttft_s;  // local targets: the scheduler's forecast
-    std::shared_ptr<SpendHold> hold;         // its spend: settled when the answer ends
-  };
-  // `forecast`: the local forecast Start already made (local targets): its
-  // TTFT is kept for the prediction-error histogram, and the prompt it
-  // rendered is started, so neither is made twice.
-  // A priced upstream first reserves the request's worst-case cost; when a
-  // budget cannot take it, `*budget_refused` is set and the error (429)
-  // names the budget.
-  Result<TargetTry> TryTarget(const RouteConfig& route, const Target& t, const serve::GenerationRequest& r,
-                              serve::Clock::time_point deadline, const serve::LocalBackend::Forecast* forecast = nullptr,
-                              bool* budget_refused = nullptr);
-  // Settles a target's part of an answer (RoutedCompletion, at its end or
-  // when that target broke). Prompt tokens the target did not report are
-  // counted with the route's local tokenizer where one is loaded.
-  void SettleSpend(SpendHold& hold, const serve::GenerationRequest& r, serve::Usage usage,
-                   const std::string& outcome);
-  Spend* spend() const { return spend_.get(); }
-  // Whether a target can continue a partial answer (local always can).
-  bool CanContinue(const Target& t) const;
-  RouteMetrics& metrics() { return metrics_; }
 
  private:
   struct RouteState {
@@ -117,10 +91,7 @@ class Router final : public serve::Backend {
     std::atomic<long> overflowed{0};
     std::atomic<long> cache_hits{0};
     std::atomic<long> cache_misses{0};
-    // A gray release: the candidate arm is the candidate target, then the
-    // route's own targets as its fallback; the shadow arm the candidate alone.
-    std::unique_ptr<Canary> canary;
-    std::unique_ptr<RouteConfig> candidate_route, shadow_route;
+    std::unique_ptr<CanaryArms> arms;  // null without a [route.canary]
     // Held from a local forecast until that request is in the scheduler's
     // queue: a burst of requests must not all read the same empty queue.
     std::mutex admit_mu;
@@ -129,33 +100,37 @@ class Router final : public serve::Backend {
   // Start without the response cache: `route`'s targets in policy order
   // (`route` is st->config or one of its canary arms). `on_end` goes to the
   // RoutedCompletion; `count` is false for shadow copies.
-  Result<std::unique_ptr<serve::Completion>> StartRoute(RouteState* st, const RouteConfig& route,
-                                                        const serve::GenerationRequest& r,
+  Result<std::unique_ptr<backend::Completion>> StartRoute(RouteState* st, const RouteConfig& route,
+                                                        const backend::GenerationRequest& r,
                                                         AnswerEnd on_end = nullptr, bool count = true);
-  void StartShadow(RouteState* st, const serve::GenerationRequest& r);
-  RemoteBackend* Upstream(const std::string& name) const;
+  // Start through the response cache when the route and request allow it.
+  Result<std::unique_ptr<backend::Completion>> StartCached(
+      RouteState* st, const backend::GenerationRequest& r, const std::string& arm_suffix,
+      const std::function<Result<std::unique_ptr<backend::Completion>>()>& start);
+  // Whether local_first's forecast sends this request past local target `t`
+  // (queue full, or TTFT over the SLO): the reason, or empty to try it.
+  std::string OverflowReason(const RouteConfig& route, const serve::LocalBackend::Forecast& f) const;
+  RemoteBackend* Upstream(const std::string& name) const { return starter_.Upstream(name); }
   // Targets in the policy's order; for affinity, `blocks` gets the prompt's
   // prefix blocks (recorded at the target that takes the request).
   // and `pending` the first pick's unseen prompt tokens (ReplicaPicker::Pending).
-  std::vector<size_t> Order(const RouteConfig& r, const serve::GenerationRequest& req, PromptBlocks* blocks,
+  std::vector<size_t> Order(const RouteConfig& r, const backend::GenerationRequest& req, PromptBlocks* blocks,
                             std::unique_ptr<ReplicaPicker::Pending>* pending);
-  serve::GenerationRequest ForTarget(const serve::GenerationRequest& r, const Target& t) const;
   void HealthLoop();
-  std::atomic<int> shadows_in_flight_{0};  // detached shadow readers; the destructor waits for them
-  std::atomic<bool> shadows_stop_{false};
 
   serve::LocalBackend& local_;
   std::unique_ptr<Spend> spend_;  // null: no ledger
   std::unique_ptr<ResponseCache> cache_;  // null: no [cache]
   HttpClient http_;
   std::map<std::string, std::unique_ptr<RemoteBackend>> upstreams_;  // fixed after construction
+  RouteMetrics metrics_;
+  TargetStarter starter_;  // over local_, upstreams_, spend_ and metrics_
   std::map<std::string, std::unique_ptr<RouteState>> routes_;        // fixed after construction
   std::vector<std::string> route_order_;                             // as configured
-  RouteMetrics metrics_;
   ReplicaPicker picker_;  // replicas' scraped load and the prefix index (thread-safe)
   std::atomic<uint64_t> rotation_{0};  // round_robin's turn; affinity's tie-break
   std::mutex rng_mu_;
-  std::mt19937 rng_;  // GUARDED_BY(rng_mu_): weighted draws and backoff jitter
+  std::mt19937 rng_;  // GUARDED_BY(rng_mu_): weighted draws
   std::mutex health_mu_;
   std::condition_variable health_cv_;
   bool stopping_ = false;                              // GUARDED_BY(health_mu_)

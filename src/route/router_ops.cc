@@ -10,7 +10,7 @@
 namespace hone::route {
 namespace {
 
-using serve::Clock;
+using backend::Clock;
 using Dur = std::chrono::duration<double>;
 
 // A URL as /hone/routes may show it: no user:password@, no query string
@@ -50,7 +50,7 @@ void Router::WatchReload(std::atomic<bool>* pending, std::function<Result<Router
 
 void Router::StartHealthChecks() {
   const bool canaries =
-      std::any_of(routes_.begin(), routes_.end(), [](auto& kv) { return kv.second->canary != nullptr; });
+      std::any_of(routes_.begin(), routes_.end(), [](auto& kv) { return kv.second->arms != nullptr; });
   if ((upstreams_.empty() && !spend_ && !canaries) || health_.joinable()) return;
   health_ = std::thread([this] { HealthLoop(); });
 }
@@ -67,7 +67,7 @@ void Router::HealthLoop() {
       lock.lock();
     }
     for (auto& [name, st] : routes_)
-      if (st->canary) st->canary->Tick(CanaryNow());  // judges each gray release's step
+      if (st->arms) st->arms->canary().Tick(CanaryNow());  // judges each gray release's step
     if (reload_pending_ && reload_pending_->exchange(false)) {
       lock.unlock();
       auto fresh = reload_load_();
@@ -167,7 +167,7 @@ std::string Router::RoutesJson() const {
     routes.push_back({{"name", name},
                       {"policy", PolicyName(st.config.policy)},
                       {"cache", cache},
-                      {"canary", st.canary ? st.canary->Json(CanaryNow()) : json(nullptr)},
+                      {"canary", st.arms ? st.arms->canary().Json(CanaryNow()) : json(nullptr)},
                       {"ttft_slo_s", st.config.ttft_slo_s},
                       {"requests", st.requests.load()},
                       {"overflowed", st.overflowed.load()},
@@ -197,7 +197,7 @@ void Router::RenderMetrics(std::string* out) const {
   if (spend_) spend_->RenderMetrics(out);
   Canary::Families canaries;  // each family's lines over all routes, so each is written once
   for (const std::string& name : route_order_)
-    if (const RouteState& st = *routes_.at(name); st.canary) st.canary->RenderMetrics(&canaries);
+    if (const RouteState& st = *routes_.at(name); st.arms) st.arms->canary().RenderMetrics(&canaries);
   for (const auto& [family, lines] : canaries) *out += Canary::FamilyHeaderOf(family) + lines;
   if (cache_) {
     const ResponseCache::Stats s = cache_->stats();
@@ -247,17 +247,17 @@ void Router::RenderMetrics(std::string* out) const {
 Result<std::string> Router::CanaryCommand(const std::string& route, const std::string& action) {
   RouteState* st = Find(route);
   if (!st) return MakeError(ErrorCode::kNotFound, "no route '" + route + "'");
-  if (!st->canary) return MakeError(ErrorCode::kNotFound, "route '" + route + "' has no canary");
+  if (!st->arms) return MakeError(ErrorCode::kNotFound, "route '" + route + "' has no canary");
   const double now = CanaryNow();
   if (action == "promote") {
-    if (Status s = st->canary->Promote(now); !s) return s.error();
+    if (Status s = st->arms->canary().Promote(now); !s) return s.error();
   } else if (action == "rollback") {
-    if (Status s = st->canary->Rollback("rolled back by an operator", now); !s) return s.error();
+    if (Status s = st->arms->canary().Rollback("rolled back by an operator", now); !s) return s.error();
   } else if (action != "status") {
     return MakeError(ErrorCode::kInvalidArgument,
                      "action must be status, promote or rollback, not '" + action + "'");
   }
-  nlohmann::json j = st->canary->Json(now);
+  nlohmann::json j = st->arms->canary().Json(now);
   j["route"] = route;
   return j.dump(2);
 }

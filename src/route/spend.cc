@@ -301,7 +301,7 @@ Result<std::shared_ptr<SpendHold>> Spend::Reserve(const std::string& route, cons
   return hold;
 }
 
-void Spend::Settle(SpendHold& hold, const serve::Usage& usage, bool estimated, const std::string& outcome) {
+void Spend::Settle(SpendHold& hold, const backend::Usage& usage, bool estimated, const std::string& outcome) {
   if (hold.done) return;
   hold.done = true;
   {

@@ -30,7 +30,7 @@
 #include "route/http_client.h"
 #include "route/ledger.h"
 #include "route/ledger_writer.h"
-#include "serve/backend.h"
+#include "backend/backend.h"
 
 namespace hone::route {
 
@@ -84,7 +84,7 @@ class Spend {
                                              const Price& price, int64_t prompt_token_bound, int max_tokens);
   // `usage` from the target; `estimated` when the target reported none and
   // the counts are hone's. Safe to call twice (the second is a no-op).
-  void Settle(SpendHold& hold, const serve::Usage& usage, bool estimated, const std::string& outcome);
+  void Settle(SpendHold& hold, const backend::Usage& usage, bool estimated, const std::string& outcome);
   void Release(SpendHold& hold);
 
   int reserve_max_tokens() const { return config_.reserve_max_tokens; }

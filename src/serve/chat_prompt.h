@@ -14,7 +14,7 @@
 #include "engine/chat.h"
 #include "engine/model.h"
 #include "engine/tokenizer.h"
-#include "serve/backend.h"
+#include "serve/contract_names.h"
 #include "util/result.h"
 
 namespace hone::serve {

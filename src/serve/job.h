@@ -15,7 +15,7 @@
 
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
-#include "serve/backend.h"
+#include "serve/contract_names.h"
 
 namespace hone::serve {
 

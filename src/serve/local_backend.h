@@ -11,7 +11,7 @@
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
-#include "serve/backend.h"
+#include "serve/contract_names.h"
 #include "serve/chat_prompt.h"
 #include "serve/metrics.h"
 #include "serve/model_pool.h"

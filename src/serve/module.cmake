@@ -5,7 +5,7 @@ find_package(tomlplusplus REQUIRED)
 
 hone_module_sources(SERVE_SRCS serve)
 add_library(hone_serve STATIC ${SERVE_SRCS})
-target_link_libraries(hone_serve PUBLIC hone_engine hone_hw hone_util nlohmann_json::nlohmann_json
+target_link_libraries(hone_serve PUBLIC hone_backend hone_engine hone_hw hone_util nlohmann_json::nlohmann_json
                       PRIVATE tomlplusplus::tomlplusplus Threads::Threads)
 target_link_libraries(hone PRIVATE hone_serve)
 # Tuned profiles (issue 3) choose slots and run parameters when present.

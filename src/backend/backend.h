@@ -1,7 +1,8 @@
-// The one interface every backend implements: the local engine
-// (LocalBackend, local_backend.h) today, a remote OpenAI-compatible upstream
-// and the router (a Backend over other Backends) next. The HTTP front ends
-// (src/api) only ever talk to a Backend.
+// The backend contract: the one interface every backend implements (the
+// local engine, serve::LocalBackend; an upstream, route::RemoteBackend; and
+// the router, a Backend over the others) and the request and result types
+// every layer shares. The HTTP front ends (src/api) only ever talk to a
+// Backend.
 //
 // Everything here is free of transport: no HTTP status, no JSON envelope, no
 // socket, and no llama.cpp detail (a ResponseFormat, not a GBNF grammar).
@@ -11,9 +12,9 @@
 // kOutOfMemory (cannot host the model now) and kInternal, with
 // Error::retry_after_s where waiting helps.
 //
-// It lives in serve/ rather than route/ so that dependencies point one way,
-// api -> route -> serve -> engine: the router will read the local scheduler's
-// state from serve, so serve must not include anything from route.
+// It sits in a folder of its own, below api, route and serve alike, so that
+// adding a request field or a result kind edits none of them but the ones
+// that use it. Fields only the router reads are grouped in RoutingContext.
 #pragma once
 
 #include <chrono>
@@ -27,7 +28,7 @@
 
 #include "util/result.h"
 
-namespace hone::serve {
+namespace hone::backend {
 
 using Clock = std::chrono::steady_clock;
 
@@ -84,6 +85,21 @@ struct ResponseFormat {
   nlohmann::json schema;  // with kJsonSchema
 };
 
+// What only the router reads: which canary arm, which ledger row, whether the
+// response cache may answer. The codecs fill it from the client's request;
+// the local backend never looks at it.
+struct RoutingContext {
+  // The end user the client names (OpenAI `user`, Anthropic metadata.user_id),
+  // at most 256 bytes: a canary keeps one user's conversation on one arm.
+  std::string user;
+  // The spend ledger's id for this request at this target (set by the
+  // router); an upstream receives it as X-Hone-Request-Id.
+  std::string ledger_id;
+  // The client asked to skip the response cache (Cache-Control: no-cache or
+  // no-store, or X-Hone-Cache: bypass): neither read nor written.
+  bool no_cache = false;
+};
+
 struct GenerationRequest {
   std::string model;
   // A chat renders `messages` with the model's chat template; otherwise each
@@ -111,15 +127,7 @@ struct GenerationRequest {
   // Who asks: the fingerprint of the client's API key ("key-1a2b3c4d"), or
   // empty on a server without keys. Budgets and the cache are kept per tenant.
   std::string tenant;
-  // The end user the client names (OpenAI `user`, Anthropic metadata.user_id),
-  // at most 256 bytes: a canary keeps one user's conversation on one arm.
-  std::string user;
-  // The spend ledger's id for this request at this target (set by the
-  // router); an upstream receives it as X-Hone-Request-Id.
-  std::string ledger_id;
-  // The client asked to skip the response cache (Cache-Control: no-cache or
-  // no-store, or X-Hone-Cache: bypass): neither read nor written.
-  bool no_cache = false;
+  RoutingContext routing;  // the router's alone
   // Requests with the same salt share cached prompt prefixes (vLLM's
   // cache_salt); without one, prefixes are shared within the tenant only.
   std::string cache_salt;
@@ -260,4 +268,4 @@ class Backend {
   }
 };
 
-}  // namespace hone::serve
+}  // namespace hone::backend

@@ -1,6 +1,6 @@
-#include "serve/backend.h"
+#include "backend/backend.h"
 
-namespace hone::serve {
+namespace hone::backend {
 
 Usage& Usage::operator+=(const Usage& o) {
   prompt_tokens += o.prompt_tokens;
@@ -32,4 +32,4 @@ const char* FinishReasonName(FinishReason f) {
   return "?";
 }
 
-}  // namespace hone::serve
+}  // namespace hone::backend
