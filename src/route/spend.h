@@ -11,9 +11,9 @@
 //     estimated), one ledger row keyed by the request id, the hold released.
 //   Release (it failed before costing anything)
 //
-// Alerts: the first time a period's spend crosses a threshold (every process
-// sharing the ledger agrees on "first"), a log line, a metric and, when
-// configured, a webhook POST retried with backoff on its own thread.
+// Alerts (thresholds, webhook) are SpendAlerts (spend_alerts.h); the reports
+// (/hone/spend, metrics) are in spend_report.cc; the calendar and money
+// helpers in spend_periods.h.
 #pragma once
 
 #include <atomic>
@@ -27,9 +27,10 @@
 #include <thread>
 
 #include "route/config.h"
-#include "route/http_client.h"
 #include "route/ledger.h"
 #include "route/ledger_writer.h"
+#include "route/spend_alerts.h"
+#include "route/spend_periods.h"
 #include "backend/backend.h"
 
 namespace hone::route {
@@ -49,19 +50,6 @@ struct SpendHold {
   std::string day, month;
   bool done = false;  // settled or released
 };
-
-// Calendar keys in the ledger's time zone (set process-wide with TZ: see
-// SetLedgerTimeZone).
-struct PeriodKeys {
-  std::string day, month;  // "2026-12-01", "2026-12"
-  double seconds_to_day_end = 0, seconds_to_month_end = 0;
-};
-PeriodKeys PeriodsAt(double unix_s);
-// Sets the process's time zone for PeriodsAt (before any thread starts).
-// An unknown zone is an error naming it.
-Status SetLedgerTimeZone(const std::string& zone);
-
-std::string FormatMoney(int64_t micro);  // "12.345678" -> "12.35" style, 2+ decimals
 
 class Spend {
  public:
@@ -110,12 +98,9 @@ class Spend {
   void UnreserveInMemory(const std::vector<BudgetPeriod>& parts, int64_t amount);
   std::vector<BudgetPeriod> PartsFor(const std::string& upstream, const std::string& tenant,
                                      const PeriodKeys& keys) const;
-  void CheckAlerts(const std::vector<BudgetPeriod>& parts, const std::vector<int64_t>& spent);
   bool SettleThroughJournal(const SpendHold& hold, const LedgerEntry& e);
   // This period's usage of every budget, "budget|period" -> usage (holds from memory where kept there).
   std::map<std::string, BudgetUsage> UsageNow(const PeriodKeys& keys);
-  void Alert(const BudgetPeriod& p, int64_t spent, double threshold);
-  void WebhookLoop();
 
   const SpendConfig config_;
   std::unique_ptr<Ledger> ledger_;
@@ -135,21 +120,14 @@ class Spend {
   double last_renew_ = 0;   // Tick's own
   const std::string id_prefix_;  // random per process: ids from replicas never collide
 
-  std::mutex mu_;
-  std::set<std::string> fired_;  // GUARDED_BY(mu_): "budget|period|permille" already alerted
+  std::mutex mu_;  // guards this process's counters and live holds below
   std::map<std::string, double> spent_by_upstream_;    // GUARDED_BY(mu_): this process's settled cost
   std::map<std::string, long> refusals_by_budget_;     // GUARDED_BY(mu_)
-  std::map<std::string, long> alerts_by_budget_;       // GUARDED_BY(mu_): "budget|threshold" -> count
   long holds_in_flight_ = 0;                           // GUARDED_BY(mu_)
   std::set<std::string> live_;                         // GUARDED_BY(mu_): ids of reservations in flight
   long ledger_errors_ = 0;                             // GUARDED_BY(mu_)
 
-  HttpClient http_;  // the webhook's
-  std::mutex hook_mu_;
-  std::condition_variable hook_cv_;
-  std::deque<std::string> hook_queue_;  // GUARDED_BY(hook_mu_): JSON bodies to POST
-  bool stopping_ = false;               // GUARDED_BY(hook_mu_)
-  std::thread hook_thread_;
+  std::unique_ptr<SpendAlerts> alerts_;  // after ledger_ and writer_, which it uses
 };
 
 }  // namespace hone::route
