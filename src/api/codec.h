@@ -1,5 +1,5 @@
 // A codec is one API flavour's wire format for one kind of endpoint: it parses
-// a JSON body into the neutral request of serve/backend.h and encodes what
+// a JSON body into the neutral request of backend/backend.h and encodes what
 // comes back (text chunks, tool calls, the end of a choice, the final frame,
 // usage, errors). It holds no request state and drives nothing: waiting, streaming,
 // cancellation, logging and failure handling are the driver's (driver.h), the

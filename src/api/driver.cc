@@ -207,11 +207,11 @@ HttpResponse Driver::Generate(const GenerationCodec& codec, const HttpRequest& r
 }
 
 HttpResponse Driver::LoadOnly(const GenerationCodec& codec, const backend::GenerationRequest& r) {
-  auto name = backend_.Load(r.model, r.keep_alive_s);
-  if (!name) return codec.Fail(name.error());
+  auto loaded = backend_.Load(r.model, r.keep_alive_s);
+  if (!loaded) return codec.Fail(loaded.error());
   HttpResponse res;
-  res.log.model = *name;
-  res.body = Dump(codec.Loaded(*name, r.keep_alive_s && *r.keep_alive_s == 0));
+  res.log.model = loaded->model;
+  res.body = Dump(codec.Loaded(loaded->model, r.keep_alive_s && *r.keep_alive_s == 0));
   return res;
 }
 

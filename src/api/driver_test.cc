@@ -55,7 +55,9 @@ class ScriptedBackend : public backend::Backend {
     return backend::Embeddings{"m", {{1, 0}}, 2, 0};
   }
   std::vector<backend::ModelCard> ListModels() override { return {{"m", 1, std::nullopt}}; }
-  Result<std::string> Load(const std::string& model, std::optional<double>) override { return model; }
+  Result<backend::Loaded> Load(const std::string& model, std::optional<double>) override {
+    return backend::Loaded{.model = model};
+  }
 
   std::deque<CompletionEvent> events;
   size_t choices = 1;

@@ -195,12 +195,13 @@ bool IsProbePath(const std::string& path) {
 }  // namespace
 
 HttpServer::HttpServer(const serve::ServeConfig& config, std::vector<std::string> api_keys, uint64_t max_body,
-                       backend::Backend& backend, serve::ModelPool& pool, serve::Metrics& metrics)
+                       backend::Backend& backend, backend::ModelAdmin& admin, serve::Metrics& metrics)
     : config_(config),
       api_keys_(std::move(api_keys)),
       max_body_(max_body),
       driver_(backend),
-      pool_(pool),
+      backend_(backend),
+      admin_(admin),
       metrics_(metrics),
       deadlines_(std::make_unique<RequestDeadlines>(config.header_timeout, config.body_timeout)),
       probe_deadlines_(config.probe_port >= 0 ? std::make_unique<RequestDeadlines>(2, 2) : nullptr),
@@ -468,16 +469,17 @@ void HttpServer::Routes() {
   s.Post("/api/chat", route(generate(kOllamaChat)));
   s.Post("/api/embed", route(embed(kOllamaEmbed)));
   s.Post("/api/embeddings", route(embed(kOllamaLegacyEmbeddings)));
-  serve::ModelPool& pool = pool_;
-  s.Get("/api/ps", route([&pool](const HttpRequest&) { return ollama::Ps(pool); }));
+  backend::ModelAdmin& admin = admin_;
+  backend::Backend& backend = backend_;
+  s.Get("/api/ps", route([&admin](const HttpRequest&) { return ollama::Ps(admin); }));
   s.Get("/api/version", route([](const HttpRequest&) { return ollama::Version(); }));
-  s.Post("/api/show", route([&pool](const HttpRequest& r) { return ollama::Show(pool, r); }));
+  s.Post("/api/show", route([&admin](const HttpRequest& r) { return ollama::Show(admin, r); }));
   // hone's residency controls: {"model": NAME, "pin": bool?, "keep_alive": ...}.
-  s.Post("/hone/load", route([&pool](const HttpRequest& r) { return HoneLoad(pool, r); }));
-  s.Post("/hone/unload", route([&pool](const HttpRequest& r) { return HoneUnload(pool, r); }));
-  s.Post("/hone/render", route([&pool](const HttpRequest& r) { return HoneRender(pool, kOpenAiChat, r); }));
-  s.Get("/hone/cache", route([&pool](const HttpRequest& r) { return HoneCacheList(pool, r); }));
-  s.Delete("/hone/cache", route([&pool](const HttpRequest& r) { return HoneCacheClear(pool, r); }));
+  s.Post("/hone/load", route([&backend, &admin](const HttpRequest& r) { return HoneLoad(backend, admin, r); }));
+  s.Post("/hone/unload", route([&admin](const HttpRequest& r) { return HoneUnload(admin, r); }));
+  s.Post("/hone/render", route([&admin](const HttpRequest& r) { return HoneRender(admin, kOpenAiChat, r); }));
+  s.Get("/hone/cache", route([&admin](const HttpRequest& r) { return HoneCacheList(admin, r); }));
+  s.Delete("/hone/cache", route([&admin](const HttpRequest& r) { return HoneCacheClear(admin, r); }));
 }
 
 Result<int> HttpServer::Bind() {

@@ -16,7 +16,7 @@
 #include "backend/backend.h"
 #include "serve/config.h"
 #include "serve/metrics.h"
-#include "serve/model_pool.h"
+#include "backend/model_admin.h"
 
 namespace httplib {
 class Server;
@@ -34,9 +34,9 @@ struct GateConn;
 class HttpServer {
  public:
   // Generations, embeddings and model lists go to `backend`; the Ollama and
-  // hone endpoints about residency (ps, show, load, unload) to the local `pool`.
+  // hone endpoints about residency (ps, show, unload, cache) to the local models' `admin`.
   HttpServer(const serve::ServeConfig& config, std::vector<std::string> api_keys, uint64_t max_body,
-             backend::Backend& backend, serve::ModelPool& pool, serve::Metrics& metrics);
+             backend::Backend& backend, backend::ModelAdmin& admin, serve::Metrics& metrics);
   ~HttpServer();
 
   // Binds host:port (port 0: any free port), and the probe port if set, whose
@@ -89,7 +89,8 @@ class HttpServer {
   const uint64_t max_body_;
   OriginPolicy origins_;  // set in the constructor, read-only after
   Driver driver_;
-  serve::ModelPool& pool_;
+  backend::Backend& backend_;
+  backend::ModelAdmin& admin_;
   serve::Metrics& metrics_;
   // Before http_: its workers use it until they stop.
   std::unique_ptr<RequestDeadlines> deadlines_;

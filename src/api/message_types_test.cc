@@ -26,9 +26,9 @@ class CountingBackend : public backend::Backend {
     return MakeError(ErrorCode::kInternal, "the backend was asked to embed");
   }
   std::vector<backend::ModelCard> ListModels() override { return {}; }
-  Result<std::string> Load(const std::string& model, std::optional<double>) override {
+  Result<backend::Loaded> Load(const std::string& model, std::optional<double>) override {
     ++calls;
-    return model;
+    return backend::Loaded{.model = model};
   }
   Result<int> CountPromptTokens(const backend::GenerationRequest& r) override {
     ++calls;

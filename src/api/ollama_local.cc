@@ -9,24 +9,18 @@ namespace {
 
 HttpResponse Fail(const Error& e) { return ErrorResponse(e, ApiFlavor::kOllama); }
 
-json DetailsOf(const std::string& path) {
-  auto info = engine::InspectModel(path);
-  if (!info) return json::object();
-  return DetailsJson({info->architecture, info->n_params, info->file_type});
-}
-
 }  // namespace
 
-HttpResponse Ps(const serve::ModelPool& pool) {
+HttpResponse Ps(backend::ModelAdmin& admin) {
   json models = json::array();
-  for (const auto& m : pool.Resident()) {
+  for (const backend::ResidentModel& m : admin.Resident()) {
     std::time_t expires = m.expires_in_s ? std::time(nullptr) + static_cast<std::time_t>(*m.expires_in_s)
                                          : std::time(nullptr) + 10LL * 365 * 86400;
     models.push_back({{"name", m.name},
                       {"model", m.name},
                       {"size", m.estimate_bytes},
                       {"digest", ""},
-                      {"details", DetailsOf(m.path)},
+                      {"details", m.file ? DetailsJson(m.file->details) : json::object()},
                       {"expires_at", Rfc3339(expires)},
                       {"size_vram", 0},
                       {"pinned", m.pinned},
@@ -37,7 +31,7 @@ HttpResponse Ps(const serve::ModelPool& pool) {
   return r;
 }
 
-HttpResponse Show(const serve::ModelPool& pool, const HttpRequest& req) {
+HttpResponse Show(backend::ModelAdmin& admin, const HttpRequest& req) {
   auto j = ParseBody(req.body);
   if (!j) return Fail(j.error());
   Status err;
@@ -45,20 +39,19 @@ HttpResponse Show(const serve::ModelPool& pool, const HttpRequest& req) {
   if (!model) model = GetString(*j, "name", &err);
   if (!err.ok()) return Fail(err.error());
   if (!model) return Fail(BadRequest("model is required"));
-  auto entry = pool.registry().Resolve(*model);
-  if (!entry) return Fail(entry.error());
-  auto info = engine::InspectModel((*entry)->path);
+  auto info = admin.Describe(*model);
   if (!info) return Fail(info.error());
-  json model_info = {{"general.architecture", info->architecture},
-                     {"general.parameter_count", info->n_params},
-                     {info->architecture + ".context_length", info->n_ctx_train},
-                     {info->architecture + ".embedding_length", info->n_embd},
-                     {info->architecture + ".block_count", info->n_layer}};
+  const std::string& arch = info->details.family;
+  json model_info = {{"general.architecture", arch},
+                     {"general.parameter_count", info->details.parameters},
+                     {arch + ".context_length", info->n_ctx_train},
+                     {arch + ".embedding_length", info->n_embd},
+                     {arch + ".block_count", info->n_layer}};
   HttpResponse r;
   r.body = Dump({{"modelfile", ""},
                  {"parameters", ""},
                  {"template", info->chat_template},
-                 {"details", DetailsJson({info->architecture, info->n_params, info->file_type})},
+                 {"details", DetailsJson(info->details)},
                  {"model_info", model_info},
                  {"capabilities", {"completion", "embedding"}},
                  {"modified_at", Rfc3339(0)}});

@@ -245,6 +245,12 @@ struct ModelCard {
   std::optional<Details> details;
 };
 
+// A model made resident by Backend::Load.
+struct Loaded {
+  std::string model;          // canonical name
+  double load_seconds = 0;    // > 0 when this call paid for the load
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -257,8 +263,10 @@ class Backend {
   virtual std::vector<ModelCard> ListModels() = 0;  // thread-safe
   // Makes a model resident without generating (Ollama's empty prompt), for
   // keep_alive_s afterwards; 0 unloads it now if idle. Returns its canonical
-  // name. Thread-safe.
-  virtual Result<std::string> Load(const std::string& model, std::optional<double> keep_alive_s) = 0;
+  // name, and the seconds the load took when this call made it. Every load
+  // goes through here: a route name loads the route's local target.
+  // Thread-safe.
+  virtual Result<Loaded> Load(const std::string& model, std::optional<double> keep_alive_s) = 0;
   // The prompt tokens `request` comes to, rendered and tokenized exactly as
   // Start would (Anthropic's count_tokens); loads the model if need be, and
   // queues nothing. A backend that cannot tell (an upstream) says so with

@@ -20,6 +20,7 @@
 #include "route/router.h"
 #include "serve/config.h"
 #include "serve/local_backend.h"
+#include "serve/model_admin.h"
 #include "serve/model_pool.h"
 #include "serve/registry.h"
 #include "util/open_files.h"
@@ -185,7 +186,8 @@ int Serve(const ServeArgs& a) {
   if (const OpenFilesLimit files = RaiseOpenFilesLimit(); files.after > files.before)
     std::fprintf(stderr, "hone serve: open-files limit raised from %llu to %llu (the hard limit)\n",
                  static_cast<unsigned long long>(files.before), static_cast<unsigned long long>(files.after));
-  api::HttpServer server(c, *keys, *max_body, backend, pool, metrics);
+  serve::LocalModelAdmin admin(pool);
+  api::HttpServer server(c, *keys, *max_body, backend, admin, metrics);
   server.SetAdminKeys(*admin_keys);
   if (router) {
     server.SetRouterViews([&router] { return router->RoutesJson(); },

@@ -515,8 +515,8 @@ std::vector<backend::ModelCard> RemoteBackend::ListModels() {
   return out;
 }
 
-Result<std::string> RemoteBackend::Load(const std::string& model, std::optional<double>) {
-  return model;  // nothing to load: the upstream keeps its own models
+Result<backend::Loaded> RemoteBackend::Load(const std::string& model, std::optional<double>) {
+  return backend::Loaded{.model = model};  // nothing to load: the upstream keeps its own models
 }
 
 Status RemoteBackend::CheckHealth() {

@@ -53,7 +53,7 @@ class RemoteBackend final : public backend::Backend {
   Result<backend::Embeddings> Embed(const backend::EmbeddingRequest& r,
                                   const std::function<bool()>& cancelled) override;
   std::vector<backend::ModelCard> ListModels() override;
-  Result<std::string> Load(const std::string& model, std::optional<double> keep_alive_s) override;
+  Result<backend::Loaded> Load(const std::string& model, std::optional<double> keep_alive_s) override;
 
   // GET base_url + health_path (a models list, never a billed completion).
   Status CheckHealth();

@@ -332,12 +332,12 @@ std::vector<backend::ModelCard> Router::ListModels() {
   return out;
 }
 
-Result<std::string> Router::Load(const std::string& model, std::optional<double> keep_alive_s) {
+Result<backend::Loaded> Router::Load(const std::string& model, std::optional<double> keep_alive_s) {
   RouteState* st = Find(model);
   if (!st) return local_.Load(model, keep_alive_s);
   for (const Target& t : st->config.targets)
     if (t.local()) return local_.Load(t.model, keep_alive_s);
-  return model;
+  return backend::Loaded{.model = model};
 }
 
 Result<int> Router::CountPromptTokens(const backend::GenerationRequest& r) {

@@ -57,7 +57,7 @@ class Router final : public backend::Backend {
   Result<backend::Embeddings> Embed(const backend::EmbeddingRequest& r,
                                   const std::function<bool()>& cancelled) override;
   std::vector<backend::ModelCard> ListModels() override;
-  Result<std::string> Load(const std::string& model, std::optional<double> keep_alive_s) override;
+  Result<backend::Loaded> Load(const std::string& model, std::optional<double> keep_alive_s) override;
   // With a route's first local target; a route without one cannot count.
   Result<int> CountPromptTokens(const backend::GenerationRequest& r) override;
 

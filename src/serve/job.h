@@ -19,7 +19,7 @@
 
 namespace hone::serve {
 
-// Why a job ended: the Backend's own reasons (serve/backend.h), plus kNone
+// Why a job ended: the Backend's own reasons (backend/backend.h), plus kNone
 // while it runs.
 using Finish = FinishReason;
 

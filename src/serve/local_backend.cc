@@ -423,13 +423,13 @@ std::vector<ModelCard> LocalBackend::ListModels() {
   return cards;
 }
 
-Result<std::string> LocalBackend::Load(const std::string& model, std::optional<double> keep_alive_s) {
+Result<backend::Loaded> LocalBackend::Load(const std::string& model, std::optional<double> keep_alive_s) {
   auto lease = pool_.Acquire(model, keep_alive_s);
   if (!lease) return lease.error();
-  std::string name = (**lease)->name;
-  lease->reset();                                                    // the keep_alive starts now
-  if (keep_alive_s && *keep_alive_s == 0) (void)pool_.Unload(name);  // busy: it unloads once idle
-  return name;
+  backend::Loaded out{.model = (**lease)->name, .load_seconds = (*lease)->just_loaded ? (**lease)->load_seconds : 0};
+  lease->reset();                                                         // the keep_alive starts now
+  if (keep_alive_s && *keep_alive_s == 0) (void)pool_.Unload(out.model);  // busy: it unloads once idle
+  return out;
 }
 
 }  // namespace hone::serve

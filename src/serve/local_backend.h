@@ -49,7 +49,7 @@ class LocalBackend final : public Backend {
   Result<Embeddings> Embed(const EmbeddingRequest& request, const std::function<bool()>& cancelled) override;
   // Every registry name and alias, with details from the GGUF header.
   std::vector<ModelCard> ListModels() override;
-  Result<std::string> Load(const std::string& model, std::optional<double> keep_alive_s) override;
+  Result<backend::Loaded> Load(const std::string& model, std::optional<double> keep_alive_s) override;
   // Errors: those of Acquire and of RenderChat, kInvalidArgument (nothing to count).
   Result<int> CountPromptTokens(const GenerationRequest& request) override;
 
