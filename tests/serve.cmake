@@ -6,7 +6,6 @@ hone_test(serve_tests
   ${SRC}/serve/json_grammar_test.cc
   ${SRC}/serve/registry_test.cc
   ${SRC}/serve/model_pool_test.cc
-  ${SRC}/serve/config_test.cc
   ${SRC}/serve/local_backend_test.cc
   ${SRC}/serve/prompt_cache_test.cc
   LIBS hone_serve nlohmann_json::nlohmann_json)

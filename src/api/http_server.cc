@@ -194,9 +194,11 @@ bool IsProbePath(const std::string& path) {
 
 }  // namespace
 
-HttpServer::HttpServer(const serve::ServeConfig& config, std::vector<std::string> api_keys, uint64_t max_body,
-                       backend::Backend& backend, backend::ModelAdmin& admin, serve::Metrics& metrics)
+HttpServer::HttpServer(const HttpConfig& config, std::vector<std::string> api_keys, uint64_t max_body,
+                       backend::Backend& backend, backend::ModelAdmin& admin, serve::Metrics& metrics,
+                       int warm_workers)
     : config_(config),
+      warm_workers_(warm_workers),
       api_keys_(std::move(api_keys)),
       max_body_(max_body),
       driver_(backend),
@@ -208,8 +210,8 @@ HttpServer::HttpServer(const serve::ServeConfig& config, std::vector<std::string
       http_(std::make_unique<GatedServer>()),
       probe_http_(config.probe_port >= 0 ? std::make_unique<httplib::Server>() : nullptr) {
   origins_.loopback_bind = IsLoopbackName(HostName(config_.host));
-  origins_.allowed_hosts = serve::SplitComma(config_.allowed_hosts);
-  origins_.allowed_origins = serve::SplitComma(config_.allowed_origins);
+  origins_.allowed_hosts = SplitComma(config_.allowed_hosts);
+  origins_.allowed_origins = SplitComma(config_.allowed_origins);
   if (!config_.cors_origin.empty()) origins_.allowed_origins.push_back(config_.cors_origin);
   ConnectionGate::Options gate;
   gate.header_timeout_s = config_.header_timeout;
@@ -516,7 +518,7 @@ Result<int> HttpServer::Bind() {
 // reserve: past the bound, API requests get 503 at once while /health and
 // /metrics still find a worker. Waiting connections hold none (the gate).
 void HttpServer::Run() {
-  const size_t warm = std::max(32, config_.slots * 4 + config_.max_queue / 2) + extra_workers_.load();
+  const size_t warm = std::max(32, warm_workers_) + extra_workers_.load();
   const size_t most = std::max<size_t>(warm, config_.max_connections + kProbeReserve);
   workers_ = std::make_unique<httplib::ThreadPool>(std::min(warm, most), most, /*max_queued=*/most);
   gate_->Run();

@@ -14,7 +14,7 @@
 #include "api/driver.h"
 #include "api/origin_check.h"
 #include "backend/backend.h"
-#include "serve/config.h"
+#include "api/http_config.h"
 #include "serve/metrics.h"
 #include "backend/model_admin.h"
 
@@ -35,8 +35,10 @@ class HttpServer {
  public:
   // Generations, embeddings and model lists go to `backend`; the Ollama and
   // hone endpoints about residency (ps, show, unload, cache) to the local models' `admin`.
-  HttpServer(const serve::ServeConfig& config, std::vector<std::string> api_keys, uint64_t max_body,
-             backend::Backend& backend, backend::ModelAdmin& admin, serve::Metrics& metrics);
+  // `warm_workers`: request threads kept ready (the slots' streams and part
+  // of the queue); more grow on demand up to --max-connections.
+  HttpServer(const HttpConfig& config, std::vector<std::string> api_keys, uint64_t max_body,
+             backend::Backend& backend, backend::ModelAdmin& admin, serve::Metrics& metrics, int warm_workers);
   ~HttpServer();
 
   // Binds host:port (port 0: any free port), and the probe port if set, whose
@@ -83,7 +85,8 @@ class HttpServer {
   // The key a request presents (Bearer or x-api-key), as its tenant fingerprint.
   std::string Tenant(const std::string& authorization, const std::string& x_api_key) const;
 
-  const serve::ServeConfig config_;
+  const HttpConfig config_;
+  const int warm_workers_;
   const std::vector<std::string> api_keys_;
   std::vector<std::string> admin_keys_;  // set before Run, then read only
   const uint64_t max_body_;

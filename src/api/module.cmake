@@ -19,6 +19,7 @@ endif()
 hone_module_sources(API_SRCS api)
 add_library(hone_api STATIC ${API_SRCS})
 target_include_directories(hone_api SYSTEM PRIVATE ${HONE_HTTPLIB_INCLUDE})
+find_package(tomlplusplus REQUIRED)
 target_link_libraries(hone_api PUBLIC hone_route hone_serve hone_util nlohmann_json::nlohmann_json
-                      PRIVATE ${HONE_HTTPLIB_LIB} Threads::Threads)
+                      PRIVATE ${HONE_HTTPLIB_LIB} tomlplusplus::tomlplusplus Threads::Threads)
 target_link_libraries(hone PRIVATE hone_api)

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "api/http_server.h"
+#include "api/serve_settings.h"
 #include "cli/commands.h"
 #include "engine/drafter.h"
 #include "engine/gguf_file.h"
@@ -50,17 +51,17 @@ void OnSignal(int) {
 std::atomic<bool> g_reload{false};
 void OnHangup(int) { g_reload.store(true); }
 
-Result<serve::ServeConfig> BuildConfig(const ServeArgs& a) {
-  serve::ServeConfig c;
+Result<api::ServeSettings> BuildConfig(const ServeArgs& a) {
+  api::ServeSettings c;
   std::string config_file = a.config_file;
   if (config_file.empty()) {
     if (const char* env = std::getenv("HONE_CONFIG")) config_file = env;
   }
   if (!config_file.empty()) {
-    if (Status s = serve::ApplyToml(c, config_file); !s) return s.error();
+    if (Status s = api::ApplyToml(c, config_file); !s) return s.error();
   }
-  if (Status s = serve::ApplyEnv(c, [](const char* n) { return std::getenv(n); }); !s) return s.error();
-  for (const serve::Setting& s : serve::Settings()) {
+  if (Status s = api::ApplyEnv(c, [](const char* n) { return std::getenv(n); }); !s) return s.error();
+  for (const Setting<api::ServeSettings>& s : api::AllSettings()) {
     auto it = a.options.find(s.name);
     if (it == a.options.end() || it->second->count() == 0) continue;
     // Any user of the machine reads a command line (ps, /proc/PID/cmdline).
@@ -69,13 +70,13 @@ Result<serve::ServeConfig> BuildConfig(const ServeArgs& a) {
       return MakeError(ErrorCode::kInvalidArgument,
                        "--" + std::string(s.name) + ": keys on the command line are visible to every user of this "
                            "machine; put them in a file (" + file + " FILE) or the environment (" +
-                           serve::EnvName(s.name) + ")");
+                           SettingEnvName(s.name) + ")");
     }
     if (Status st = s.set(c, a.flags.at(s.name)); !st)
       return MakeError(st.error().code, "--" + std::string(s.name) + ": " + st.error().message);
   }
-  c.models.insert(c.models.end(), a.models.begin(), a.models.end());
-  if (c.models_dir.empty() && c.models.empty()) {
+  c.serve.models.insert(c.serve.models.end(), a.models.begin(), a.models.end());
+  if (c.serve.models_dir.empty() && c.serve.models.empty()) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "give a models folder (--models DIR) or model files (-m FILE)");
   }
@@ -116,6 +117,155 @@ Result<serve::PoolOptions> PoolOptionsFrom(const serve::ServeConfig& c) {
   return p;
 }
 
+// What `hone serve` checked and built before it starts serving.
+struct Startup {
+  serve::PoolOptions pool;
+  uint64_t max_body = 0;
+  std::vector<std::string> keys, admin_keys;
+};
+
+// Every setting checked before anything loads: a mistake exits 2 at once.
+Result<Startup> CheckSettings(const api::ServeSettings& c) {
+  Startup s;
+  auto pool_opts = PoolOptionsFrom(c.serve);
+  if (!pool_opts) return pool_opts.error();
+  s.pool = std::move(*pool_opts);
+  // A speculation mode is checked now, not at the first model load.
+  if (c.serve.spec != "none") {
+    if (auto d = engine::Drafter::Create(c.serve.spec, 1, c.serve.spec_ngram); !d)
+      return MakeError(ErrorCode::kInvalidArgument, "spec: " + d.error().message);
+  }
+  auto max_body = ParseSize(c.http.max_body);
+  if (!max_body) return MakeError(ErrorCode::kInvalidArgument, "max-body: " + max_body.error().message);
+  s.max_body = *max_body;
+  auto keys = api::LoadApiKeys(c.http);
+  if (!keys) return keys.error();
+  s.keys = std::move(*keys);
+  auto admin_keys = api::LoadAdminKeys(c.http);
+  if (!admin_keys) return admin_keys.error();
+  s.admin_keys = std::move(*admin_keys);
+  return s;
+}
+
+std::string ConfigFile(const ServeArgs& a) {
+  if (!a.config_file.empty()) return a.config_file;
+  const char* env = std::getenv("HONE_CONFIG");
+  return env ? env : "";
+}
+
+// [[upstream]] and [[route]] in the config: requests naming a route go
+// through the router; every other model name straight to the local backend.
+// Null when the config has no routes.
+Result<std::unique_ptr<route::Router>> OpenRouter(const std::string& config_file, const serve::ServeConfig& c,
+                                                  const serve::Registry& registry, serve::LocalBackend& local) {
+  if (config_file.empty()) return std::unique_ptr<route::Router>();
+  auto rc = route::LoadRouterConfig(config_file, [](const char* n) { return std::getenv(n); });
+  if (!rc) return rc.error();
+  auto bad = [](const std::string& why) { return MakeError(ErrorCode::kInvalidArgument, why); };
+  for (const route::RouteConfig& r : rc->routes) {
+    for (const route::Target& t : r.targets) {
+      if (t.local() && !registry.Resolve(t.model))
+        return bad("route '" + r.name + "': target " + t.Label() + " is not in the model registry");
+    }
+    if (r.canary && r.canary->target.local() && !registry.Resolve(r.canary->target.model))
+      return bad("route '" + r.name + "': canary target " + r.canary->target.Label() +
+                 " is not in the model registry");
+  }
+  if (rc->empty()) return std::unique_ptr<route::Router>();
+  // The spend ledger, wherever there is an upstream to pay (a route over
+  // local models only costs nothing and writes nothing) or a canary whose
+  // state must survive a restart.
+  std::unique_ptr<route::Spend> spend;
+  const bool canary =
+      std::any_of(rc->routes.begin(), rc->routes.end(), [](auto& r) { return r.canary.has_value(); });
+  if (!rc->upstreams.empty() || canary) {
+    if (Status tz = route::SetLedgerTimeZone(rc->spend.timezone); !tz) return tz.error();
+    const std::string state_dir = c.state_dir.empty() ? serve::DefaultStateDir() : c.state_dir;
+    auto opened = route::Spend::Open(rc->spend, state_dir);
+    if (!opened) return opened.error();
+    spend = std::move(*opened);
+  }
+  return std::make_unique<route::Router>(std::move(*rc), local, std::move(spend));
+}
+
+// The router's views and controls on the server, key reloads on SIGHUP, and
+// the upstreams' health checks.
+void AttachRouter(route::Router& router, api::HttpServer& server, const std::string& config_file) {
+  server.SetRouterViews([&router] { return router.RoutesJson(); },
+                        [&router](std::string* out) { router.RenderMetrics(out); });
+  if (router.spend()) server.SetSpendView([&router] { return router.spend()->Json(); });
+  server.SetCanaryControl(
+      [&router](const std::string& route, const std::string& action) { return router.CanaryCommand(route, action); });
+  router.WatchReload(&g_reload, [config_file] {
+    return route::LoadRouterConfig(config_file, [](const char* n) { return std::getenv(n); });
+  });
+  std::signal(SIGHUP, OnHangup);
+  router.StartHealthChecks();
+  server.AddWorkers(std::min(512, router.UpstreamConcurrency()));
+}
+
+// Ready when at least one registry model has a readable GGUF header; pinned
+// models are meant to be resident: they load in the background (the port is
+// already bound), and /health answers 503 until they are in.
+std::thread MarkReadiness(const serve::Registry& registry, const serve::ServeConfig& c, serve::ModelPool& pool,
+                          api::HttpServer& server) {
+  int usable = 0;
+  for (const auto& e : registry.entries()) {
+    if (auto g = engine::ReadGguf(e.path))
+      ++usable;
+    else
+      std::fprintf(stderr, "hone serve: warning: %s: %s\n", e.name.c_str(), g.error().ToString().c_str());
+  }
+  if (c.pinned.empty()) {
+    server.SetReady(usable > 0);
+    return std::thread();
+  }
+  return std::thread([&pool, &server, &c] {
+    int loaded = 0;
+    for (const auto& name : c.pinned) {
+      if (auto lease = pool.Acquire(name))
+        ++loaded;
+      else
+        std::fprintf(stderr, "hone serve: pinned model '%s' failed to load: %s\n", name.c_str(),
+                     lease.error().ToString().c_str());
+    }
+    server.SetReady(loaded > 0);
+  });
+}
+
+void PrintListening(const api::ServeSettings& c, const Startup& s, const serve::Registry& registry,
+                    const api::HttpServer& server, int port) {
+  if (server.probe_port() > 0)
+    std::fprintf(stderr, "hone serve: probes (/health, /livez, /metrics) on http://%s:%d\n", c.http.host.c_str(),
+                 server.probe_port());
+  const serve::PromptCacheOptions& pc = s.pool.scheduler.cache;
+  std::fprintf(stderr, "hone serve: prompt cache per model: RAM %.1f GiB, disk %.1f GiB%s%s\n",
+               pc.ram_bytes / 1073741824.0, pc.disk_bytes / 1073741824.0, pc.dir.empty() ? "" : " in ",
+               pc.dir.c_str());
+  std::fprintf(stderr, "hone serve: %zu model(s), %d slots x %d ctx; auth %s; listening on http://%s:%d\n",
+               registry.entries().size(), c.serve.slots, c.serve.ctx, s.keys.empty() ? "off" : "on",
+               c.http.host.c_str(), port);
+  std::fflush(stderr);
+}
+
+// Serves until SIGTERM/SIGINT, then drains for --drain-timeout.
+void ServeUntilStopped(api::HttpServer& server, double drain_timeout) {
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGPIPE, SIG_IGN);
+  std::atomic<bool> served{false};
+  std::thread drainer([&] {
+    while (!g_stop.load() && !served.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (served.load()) return;
+    std::fprintf(stderr, "hone serve: draining (up to %.0f s; a second signal stops at once)\n", drain_timeout);
+    const int cut = server.Drain(drain_timeout);
+    if (cut > 0) std::fprintf(stderr, "hone serve: %d request(s) cut short at the drain deadline\n", cut);
+  });
+  server.Run();
+  served.store(true);
+  drainer.join();
+}
+
 int Serve(const ServeArgs& a) {
   // Prompt-cache entries are megabytes each and come and go all day. glibc
   // raises its mmap threshold to the largest block freed, after which such
@@ -124,140 +274,36 @@ int Serve(const ServeArgs& a) {
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
   auto config = BuildConfig(a);
   if (!config) return Fail(config.error().ToString(), 2);
-  const serve::ServeConfig& c = *config;
-  auto pool_opts = PoolOptionsFrom(c);
-  if (!pool_opts) return Fail(pool_opts.error().ToString(), 2);
-  // A speculation mode is checked now, not at the first model load.
-  if (c.spec != "none") {
-    if (auto d = engine::Drafter::Create(c.spec, 1, c.spec_ngram); !d) return Fail("spec: " + d.error().message, 2);
-  }
-  auto max_body = ParseSize(c.max_body);
-  if (!max_body) return Fail("max-body: " + max_body.error().message, 2);
-  auto keys = serve::LoadApiKeys(c);
-  if (!keys) return Fail(keys.error().ToString(), 2);
-  auto admin_keys = serve::LoadAdminKeys(c);
-  if (!admin_keys) return Fail(admin_keys.error().ToString(), 2);
-  auto registry = serve::Registry::Build(c.models_dir, c.models, c.aliases);
+  const api::ServeSettings& c = *config;
+  auto startup = CheckSettings(c);
+  if (!startup) return Fail(startup.error().ToString(), 2);
+  auto registry = serve::Registry::Build(c.serve.models_dir, c.serve.models, c.serve.aliases);
   if (!registry) return Fail(registry.error().ToString(), 2);
-  for (const auto& p : c.pinned) {
+  for (const auto& p : c.serve.pinned) {
     if (!registry->Resolve(p)) return Fail("pin: model '" + p + "' is not in the registry", 2);
   }
-
   serve::Metrics metrics;
-  serve::ModelPool pool(*registry, *pool_opts, &metrics);
-  serve::LocalBackend local(pool, metrics, c.request_timeout, c.threads);
-  // [[upstream]] and [[route]] in the config: requests naming a route go
-  // through the router; every other model name straight to the local backend.
-  std::string config_file = a.config_file;
-  if (config_file.empty())
-    if (const char* env = std::getenv("HONE_CONFIG")) config_file = env;
-  std::unique_ptr<route::Router> router;
-  if (!config_file.empty()) {
-    auto rc = route::LoadRouterConfig(config_file, [](const char* n) { return std::getenv(n); });
-    if (!rc) return Fail(rc.error().ToString(), 2);
-    for (const route::RouteConfig& r : rc->routes) {
-      for (const route::Target& t : r.targets) {
-        if (t.local() && !registry->Resolve(t.model))
-          return Fail("route '" + r.name + "': target " + t.Label() + " is not in the model registry", 2);
-      }
-      if (r.canary && r.canary->target.local() && !registry->Resolve(r.canary->target.model))
-        return Fail("route '" + r.name + "': canary target " + r.canary->target.Label() +
-                        " is not in the model registry", 2);
-    }
-    if (!rc->empty()) {
-      // The spend ledger, wherever there is an upstream to pay (a route over
-      // local models only costs nothing and writes nothing) or a canary whose
-      // state must survive a restart.
-      std::unique_ptr<route::Spend> spend;
-      const bool canary = std::any_of(rc->routes.begin(), rc->routes.end(), [](auto& r) { return r.canary.has_value(); });
-      if (!rc->upstreams.empty() || canary) {
-        if (Status tz = route::SetLedgerTimeZone(rc->spend.timezone); !tz) return Fail(tz.error().ToString(), 2);
-        const std::string state_dir = c.state_dir.empty() ? serve::DefaultStateDir() : c.state_dir;
-        auto opened = route::Spend::Open(rc->spend, state_dir);
-        if (!opened) return Fail(opened.error().ToString(), 2);
-        spend = std::move(*opened);
-      }
-      router = std::make_unique<route::Router>(std::move(*rc), local, std::move(spend));
-    }
-  }
-  backend::Backend& backend = router ? static_cast<backend::Backend&>(*router) : local;
+  serve::ModelPool pool(*registry, startup->pool, &metrics);
+  serve::LocalBackend local(pool, metrics, c.serve.request_timeout, c.serve.threads);
+  const std::string config_file = ConfigFile(a);
+  auto router = OpenRouter(config_file, c.serve, *registry, local);
+  if (!router) return Fail(router.error().ToString(), 2);
+  backend::Backend& backend = *router ? static_cast<backend::Backend&>(**router) : local;
   // Each open connection is a file descriptor: thousands of idle or slow
   // clients need more than the usual soft limit of 1024.
   if (const OpenFilesLimit files = RaiseOpenFilesLimit(); files.after > files.before)
     std::fprintf(stderr, "hone serve: open-files limit raised from %llu to %llu (the hard limit)\n",
                  static_cast<unsigned long long>(files.before), static_cast<unsigned long long>(files.after));
   serve::LocalModelAdmin admin(pool);
-  api::HttpServer server(c, *keys, *max_body, backend, admin, metrics);
-  server.SetAdminKeys(*admin_keys);
-  if (router) {
-    server.SetRouterViews([&router] { return router->RoutesJson(); },
-                          [&router](std::string* out) { router->RenderMetrics(out); });
-    if (router->spend()) server.SetSpendView([&router] { return router->spend()->Json(); });
-    server.SetCanaryControl(
-        [&router](const std::string& route, const std::string& action) { return router->CanaryCommand(route, action); });
-    router->WatchReload(&g_reload, [config_file] {
-      return route::LoadRouterConfig(config_file, [](const char* n) { return std::getenv(n); });
-    });
-    std::signal(SIGHUP, OnHangup);
-    router->StartHealthChecks();
-    server.AddWorkers(std::min(512, router->UpstreamConcurrency()));
-  }
+  api::HttpServer server(c.http, startup->keys, startup->max_body, backend, admin, metrics,
+                         c.serve.slots * 4 + c.serve.max_queue / 2);
+  server.SetAdminKeys(startup->admin_keys);
+  if (*router) AttachRouter(**router, server, config_file);
   auto port = server.Bind();
   if (!port) return Fail(port.error().ToString());
-  // Ready when at least one registry model has a readable GGUF header.
-  int usable = 0;
-  for (const auto& e : registry->entries()) {
-    if (auto g = engine::ReadGguf(e.path))
-      ++usable;
-    else
-      std::fprintf(stderr, "hone serve: warning: %s: %s\n", e.name.c_str(), g.error().ToString().c_str());
-  }
-  // Pinned models are meant to be resident: load them now, in the background
-  // (the port is already bound), and answer /health 503 until they are in.
-  std::thread preload;
-  if (!c.pinned.empty()) {
-    preload = std::thread([&pool, &server, &c] {
-      int loaded = 0;
-      for (const auto& name : c.pinned) {
-        if (auto lease = pool.Acquire(name))
-          ++loaded;
-        else
-          std::fprintf(stderr, "hone serve: pinned model '%s' failed to load: %s\n", name.c_str(),
-                       lease.error().ToString().c_str());
-      }
-      server.SetReady(loaded > 0);
-    });
-  } else {
-    server.SetReady(usable > 0);
-  }
-  if (server.probe_port() > 0)
-    std::fprintf(stderr, "hone serve: probes (/health, /livez, /metrics) on http://%s:%d\n", c.host.c_str(),
-                 server.probe_port());
-  {
-    const serve::PromptCacheOptions& pc = pool_opts->scheduler.cache;
-    std::fprintf(stderr, "hone serve: prompt cache per model: RAM %.1f GiB, disk %.1f GiB%s%s\n",
-                 pc.ram_bytes / 1073741824.0, pc.disk_bytes / 1073741824.0, pc.dir.empty() ? "" : " in ",
-                 pc.dir.c_str());
-  }
-  std::fprintf(stderr, "hone serve: %zu model(s), %d slots x %d ctx; auth %s; listening on http://%s:%d\n",
-               registry->entries().size(), c.slots, c.ctx, keys->empty() ? "off" : "on", c.host.c_str(),
-               *port);
-  std::fflush(stderr);
-  std::signal(SIGINT, OnSignal);
-  std::signal(SIGTERM, OnSignal);
-  std::signal(SIGPIPE, SIG_IGN);
-  std::atomic<bool> served{false};
-  std::thread drainer([&] {
-    while (!g_stop.load() && !served.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (served.load()) return;
-    std::fprintf(stderr, "hone serve: draining (up to %.0f s; a second signal stops at once)\n",
-                 c.drain_timeout);
-    const int cut = server.Drain(c.drain_timeout);
-    if (cut > 0) std::fprintf(stderr, "hone serve: %d request(s) cut short at the drain deadline\n", cut);
-  });
-  server.Run();
-  served.store(true);
-  drainer.join();
+  std::thread preload = MarkReadiness(*registry, c.serve, pool, server);
+  PrintListening(c, *startup, *registry, server, *port);
+  ServeUntilStopped(server, c.http.drain_timeout);
   if (preload.joinable()) preload.join();
   std::fprintf(stderr, "hone serve: stopped\n");
   return 0;
@@ -269,8 +315,8 @@ Runner AddServeCommand(CLI::App& app) {
       app.add_subcommand("serve", "OpenAI- and Ollama-compatible server with continuous batching");
   cmd->add_option("--config", a->config_file, "TOML config file (settings as keys, [aliases], pin = [...])");
   cmd->add_option("-m,--model", a->models, "Model file to serve (repeatable; name = file stem)");
-  for (const serve::Setting& s : serve::Settings()) {
-    std::string help = std::string(s.help) + " [env " + serve::EnvName(s.name) + "]";
+  for (const Setting<api::ServeSettings>& s : api::AllSettings()) {
+    std::string help = std::string(s.help) + " [env " + SettingEnvName(s.name) + "]";
     a->options[s.name] = cmd->add_option("--" + std::string(s.name), a->flags[s.name], help);
   }
   return [a]() { return Serve(*a); };

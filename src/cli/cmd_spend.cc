@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "route/config.h"
 #include "route/spend.h"
+#include "api/serve_settings.h"
 #include "serve/config.h"
 
 namespace hone::cli {
@@ -47,15 +48,16 @@ int Run(const SpendArgs& a) {
   std::string file = a.config_file;
   if (file.empty())
     if (const char* env = std::getenv("HONE_CONFIG")) file = env;
-  serve::ServeConfig sc;
+  api::ServeSettings settings;
+  serve::ServeConfig& sc = settings.serve;
   route::RouterConfig rc;
   if (!file.empty()) {
-    if (Status s = serve::ApplyToml(sc, file); !s) return Fail(s.error().ToString(), 2);
+    if (Status s = api::ApplyToml(settings, file); !s) return Fail(s.error().ToString(), 2);
     auto r = route::LoadRouterConfig(file, [](const char* n) { return std::getenv(n); });
     if (!r) return Fail(r.error().ToString(), 2);
     rc = std::move(*r);
   }
-  if (Status s = serve::ApplyEnv(sc, [](const char* n) { return std::getenv(n); }); !s)
+  if (Status s = api::ApplyEnv(settings, [](const char* n) { return std::getenv(n); }); !s)
     return Fail(s.error().ToString(), 2);
   const std::string state_dir =
       !a.state_dir.empty() ? a.state_dir : !sc.state_dir.empty() ? sc.state_dir : serve::DefaultStateDir();

@@ -1,4 +1,4 @@
-#include "serve/config.h"
+#include "api/serve_settings.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 
 #include "testing/test_env.h"
 
-namespace hone::serve {
+namespace hone::api {
 namespace {
 
 TEST(ConfigTest, TomlThenEnvironment) {
@@ -18,28 +18,28 @@ pin = ["a"]
 [aliases]
 fast = "qwen2.5-0.5b.Q4_K_M"
 )");
-  ServeConfig c;
+  ServeSettings c;
   ASSERT_TRUE(ApplyToml(c, path).ok());
-  EXPECT_EQ(c.port, 9000);
-  EXPECT_EQ(c.slots, 8);
-  EXPECT_EQ(c.keep_alive, "10m");
-  EXPECT_EQ(c.pinned, std::vector<std::string>{"a"});
-  EXPECT_EQ(c.aliases.at("fast"), "qwen2.5-0.5b.Q4_K_M");
+  EXPECT_EQ(c.http.port, 9000);
+  EXPECT_EQ(c.serve.slots, 8);
+  EXPECT_EQ(c.serve.keep_alive, "10m");
+  EXPECT_EQ(c.serve.pinned, std::vector<std::string>{"a"});
+  EXPECT_EQ(c.serve.aliases.at("fast"), "qwen2.5-0.5b.Q4_K_M");
   std::map<std::string, std::string> env = {{"HONE_PORT", "9100"}, {"HONE_MAX_QUEUE", "3"}};
   auto getenv = [&](const char* n) -> const char* {
     auto it = env.find(n);
     return it == env.end() ? nullptr : it->second.c_str();
   };
   ASSERT_TRUE(ApplyEnv(c, getenv).ok());
-  EXPECT_EQ(c.port, 9100);
-  EXPECT_EQ(c.max_queue, 3);
-  EXPECT_EQ(c.slots, 8);
+  EXPECT_EQ(c.http.port, 9100);
+  EXPECT_EQ(c.serve.max_queue, 3);
+  EXPECT_EQ(c.serve.slots, 8);
 }
 
 TEST(ConfigTest, BadValuesNameTheSetting) {
   std::string path = hone::testing::TempPath("serve_config_bad.toml");
   hone::testing::WriteFile(path, "port = \"eighty\"\n");
-  ServeConfig c;
+  ServeSettings c;
   Status s = ApplyToml(c, path);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().message.find("port"), std::string::npos);
@@ -58,15 +58,15 @@ TEST(ConfigTest, BadValuesNameTheSetting) {
 TEST(ConfigTest, SizesAndKeys) {
   std::string path = hone::testing::TempPath("serve_keys.txt");
   hone::testing::WriteFile(path, "# comment\nsecret-one\nsecret-two  \n");
-  ServeConfig c;
-  c.api_key_file = path;
-  c.api_keys = "env-key";
-  auto keys = LoadApiKeys(c);
+  ServeSettings c;
+  c.http.api_key_file = path;
+  c.http.api_keys = "env-key";
+  auto keys = LoadApiKeys(c.http);
   ASSERT_TRUE(keys.ok());
   EXPECT_EQ(*keys, (std::vector<std::string>{"env-key", "secret-one", "secret-two"}));
-  c.api_key_file = path + ".missing";
-  EXPECT_EQ(LoadApiKeys(c).error().code, ErrorCode::kNotFound);
+  c.http.api_key_file = path + ".missing";
+  EXPECT_EQ(LoadApiKeys(c.http).error().code, ErrorCode::kNotFound);
 }
 
 }  // namespace
-}  // namespace hone::serve
+}  // namespace hone::api
