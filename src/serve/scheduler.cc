@@ -410,7 +410,7 @@ void Scheduler::Step() {
   // Only a step that ran is a measurement: a refused batch returns at once
   // and would make prefill look nearly free to the forecast.
   const double step_seconds = std::chrono::duration<double>(Clock::now() - decode_start).count();
-  if (decoded) Measure(step_seconds, prefill_tokens, generating);
+  if (decoded) forecaster_.RecordStep(step_seconds, prefill_tokens, generating);
   if (!decoded) {
     RetryAlone(decoded.error().message);
     UpdateGauges();
@@ -517,10 +517,7 @@ void Scheduler::FinishSlot(Slot& s, Finish why, const std::string& error) {
     metrics_->Add(metric::kRequestSuccess, name_);
     metrics_->Observe(metric::kE2e, name_, t.total_seconds());
   }
-  {
-    std::lock_guard<std::mutex> lock(view_mu_);
-    avg_completion_ += 0.2 * (s.result.completion_tokens - avg_completion_);
-  }
+  forecaster_.RecordAnswer(s.result.completion_tokens);
   --active_;  // before waking the client, so a finished job never sees itself counted
   auto job = std::move(s.job);
   s.sampler.reset();

@@ -39,6 +39,7 @@
 #include "engine/drafter.h"
 #include "engine/session.h"
 #include "engine/utf8.h"
+#include "serve/forecaster.h"
 #include "serve/job.h"
 #include "serve/metrics.h"
 #include "serve/prompt_cache.h"
@@ -77,24 +78,6 @@ struct SchedulerOptions {
 };
 
 enum class SubmitResult { kOk, kQueueFull, kStopping };
-
-// A new request's predicted time to first token, from what the scheduler knows
-// now: the requests ahead of it (waiting, and the slots' remaining prefill and
-// generation), this prompt's tokens after the best cached prefix, free slots,
-// and prefill and decode rates measured on this machine. The router's
-// overflow decision (route/router.h) reads it before sending.
-struct LoadForecast {
-  double ttft_s = 0;
-  double wait_s = 0;        // of ttft_s, until a slot takes it
-  int cached_tokens = 0;    // of the prompt, in some slot's KV or the prompt cache
-  int uncached_tokens = 0;  // to prefill
-  CacheTier cache_tier = CacheTier::kNone;  // where the cached tokens would come from (kNone: a slot)
-  double restore_s = 0;                     // of ttft_s, restoring them from that tier
-  int waiting = 0, active = 0, slots = 0;
-  bool queue_full = false;  // Submit would refuse it now
-  double prefill_tps = 0;   // measured prompt tokens per second
-  double step_s = 0;        // measured seconds per decode step
-};
 
 class Scheduler;
 
@@ -193,7 +176,6 @@ class Scheduler {
   void SaveSlot(Slot& s);  // what the slot holds, into the prompt cache (before it is overwritten)
   void Publish();  // the slots' state for Forecast, after each step
   Clock::time_point forecast_gauges_at_{};  // scheduler thread only: last slot-wait gauge update
-  void Measure(double seconds, int prefill_tokens, int generating);
 
   std::shared_ptr<engine::Model> model_;
   SchedulerOptions opt_;
@@ -215,26 +197,8 @@ class Scheduler {
   std::atomic<int> max_seqs_per_step_{0};
   std::atomic<long> steps_{0};
 
-  // What Forecast reads, published by the scheduler thread.
-  struct SlotView {
-    std::shared_ptr<const Job> job;   // running, or null when free
-    std::shared_ptr<const Job> last;  // whose prompt the slot's KV holds
-    size_t prefilled = 0;
-    int generated = 0;
-  };
-  mutable std::mutex view_mu_;
-  std::vector<SlotView> view_;          // GUARDED_BY(view_mu_)
-  double prefill_s_per_token_ = 0.005;  // GUARDED_BY(view_mu_): the two below divided; a guess until measured
-  // GUARDED_BY(view_mu_): prompt seconds and prompt tokens of recent steps,
-  // each decayed by the tokens that came after (kPrefillWindowTokens).
-  double prefill_s_sum_ = 0, prefill_tokens_sum_ = 0;
-  double step_s_ = 0.05;                // GUARDED_BY(view_mu_): EWMA of a decode-only step
-  // GUARDED_BY(view_mu_): EWMA of a decode-only step by how many sequences it
-  // carried (index n; 0 = not measured yet): a step with 8 streams costs more.
-  std::vector<double> step_s_by_n_;
-  double StepSeconds(int n) const;  // needs view_mu_
+  Forecaster forecaster_;  // its own lock; fed after each step, read by Forecast
   int RoomLocked() const;           // needs mu_: places left in the queue
-  double avg_completion_ = 64;      // GUARDED_BY(view_mu_): EWMA of finished answers' tokens
   std::thread thread_;
 };
 

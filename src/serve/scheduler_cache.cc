@@ -32,11 +32,7 @@ CacheMatch Scheduler::WorthRestoring(const Job& job, size_t have) {
     if (have == 0) metrics_->Add("hone_prompt_cache_misses_total", name_);
     return {};
   }
-  double prefill_s_per_token;
-  {
-    std::lock_guard<std::mutex> lock(view_mu_);
-    prefill_s_per_token = prefill_s_per_token_;
-  }
+  const double prefill_s_per_token = forecaster_.prefill_s_per_token();
   // Restoring costs the whole entry; prefilling costs only what it adds.
   const double restore_s = m.entry_tokens * cache_->RestoreSecondsPerToken(m.tier);
   if (restore_s >= (usable - have) * prefill_s_per_token) return {};
