@@ -68,6 +68,36 @@ HttpResponse HoneRender(backend::ModelAdmin& admin, const api::GenerationCodec& 
   return res;
 }
 
+HttpResponse HoneRoutes(const std::function<std::string()>& routes_json) {
+  HttpResponse r;
+  r.body = routes_json ? routes_json() : R"({"routes":[],"overflow_rate":0})";
+  return r;
+}
+
+HttpResponse HoneSpend(const std::function<std::string()>& spend_json) {
+  if (!spend_json)
+    return ErrorResponse(NotFound("this server keeps no spend ledger (it has no [[upstream]])"), ApiFlavor::kOpenAI);
+  HttpResponse r;
+  r.body = spend_json();
+  return r;
+}
+
+HttpResponse HoneCanary(const CanaryControl& control, const HttpRequest& req) {
+  auto j = ParseBody(req.body);
+  if (!j) return Fail(MakeError(ErrorCode::kInvalidArgument, "the body must be JSON"));
+  Status err;
+  auto route = GetString(*j, "route", &err);
+  auto action = GetString(*j, "action", &err);
+  if (!err.ok() || !route || !action || route->empty() || action->empty())
+    return Fail(MakeError(ErrorCode::kInvalidArgument, "send {\"route\": NAME, \"action\": \"status|promote|rollback\"}"));
+  if (!control) return Fail(MakeError(ErrorCode::kNotFound, "this server has no routes"));
+  auto out = control(*route, *action);
+  if (!out) return Fail(out.error());
+  HttpResponse r;
+  r.body = *out;
+  return r;
+}
+
 HttpResponse HoneCacheList(backend::ModelAdmin& admin, const HttpRequest&) {
   json models = json::array();
   for (const backend::PromptCacheView& v : admin.PromptCaches("")) {

@@ -4,6 +4,9 @@
 // becomes. Errors use OpenAI's envelope.
 #pragma once
 
+#include <functional>
+#include <string>
+
 #include "api/codec.h"
 #include "api/http_types.h"
 #include "backend/backend.h"
@@ -20,6 +23,15 @@ HttpResponse HoneUnload(backend::ModelAdmin& admin, const HttpRequest& req);
 // template's text), "tokens", "format" (the tool-call format), "grammar"
 // (whether one constrains the answer), "grammar_lazy"}. Loads the model.
 HttpResponse HoneRender(backend::ModelAdmin& admin, const api::GenerationCodec& chat, const HttpRequest& req);
+
+// GET /hone/routes: the router's view (routes, targets, breakers, keys by
+// fingerprint); a server without routes answers an empty list.
+HttpResponse HoneRoutes(const std::function<std::string()>& routes_json);
+// GET /hone/spend: the ledger's month; 404 on a server that keeps none.
+HttpResponse HoneSpend(const std::function<std::string()>& spend_json);
+// POST /hone/routes/canary {"route": NAME, "action": "status|promote|rollback"}.
+using CanaryControl = std::function<Result<std::string>(const std::string& route, const std::string& action)>;
+HttpResponse HoneCanary(const CanaryControl& control, const HttpRequest& req);
 
 // GET /hone/cache: the prompt cache of every loaded model, its entries by
 // tenant (scope) with tokens, bytes, tier and ages; no tokens or text.

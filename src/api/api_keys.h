@@ -1,5 +1,5 @@
-// API keys as clients present them, and their comparison: what the HTTP
-// server's key checks (HttpServer::Authorized, IsAdmin, Tenant) are built on.
+// API keys as clients present them, and their comparison: what the key
+// checks (RequestAuth, request_auth.h) are built on.
 #pragma once
 
 #include <string>

@@ -138,6 +138,31 @@ HttpError ProtocolError(int status, const std::string& method, const std::string
   return HttpError{status, message, "invalid_request_error", code};
 }
 
+HttpError Overloaded(int max_connections) {
+  return {503,
+          "the server holds " + std::to_string(max_connections) +
+              " connections (--max-connections); retry shortly",
+          "server_error", "overloaded", 1};
+}
+
+HttpError Draining() {
+  return {503, "the server is shutting down; retry on another replica", "server_error", "unavailable", 1};
+}
+
+HttpError Forbidden(const std::string& why) { return {403, why, "invalid_request_error", "forbidden"}; }
+
+HttpError NotJson(const std::string& content_type) {
+  return {415, "the request body must be JSON (Content-Type: application/json), not " + content_type,
+          "invalid_request_error", "unsupported_media_type"};
+}
+
+HttpError NotFound(const std::string& why) { return {404, why, "invalid_request_error", "not_found"}; }
+
+HttpError Unauthenticated() {
+  return {401, "invalid or missing API key (send Authorization: Bearer <key>, or x-api-key: <key>)",
+          "invalid_request_error", "invalid_api_key"};
+}
+
 HttpResponse ClientClosed(RequestLog log) {
   HttpResponse res;
   res.status = 499;

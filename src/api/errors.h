@@ -39,6 +39,14 @@ const char* AnthropicErrorType(int status);
 HttpError ProtocolError(int status, const std::string& method, const std::string& path,
                         const std::string& max_body);
 
+// The HTTP layer's own refusals, before a request reaches its route.
+HttpError Overloaded(int max_connections);  // 503: past --max-connections
+HttpError Draining();                        // 503: a SIGTERM's drain has begun
+HttpError Forbidden(const std::string& why);  // 403: Host, Origin or admin scope
+HttpError NotJson(const std::string& content_type);  // 415: a browser's non-JSON POST
+HttpError Unauthenticated();                 // 401: no key, or not one of ours
+HttpError NotFound(const std::string& why);  // 404: nothing of that kind here
+
 // The answer to a client that disconnected before it: nobody reads it, but the
 // log line records status 499 (nginx's "client closed request").
 HttpResponse ClientClosed(RequestLog log);

@@ -76,8 +76,8 @@ void HttpServer::ProbeRoutes() {
   s.set_keep_alive_max_count(1);
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     RequestDeadlines::HeadersRead();  // the rest (a body, if any) within the same 2 s
-    auto refused = CheckHost(origins_, req.get_header_value("Host"));
-    if (!refused) refused = CheckOrigin(origins_, req.get_header_value("Origin"));
+    auto refused = CheckHost(auth_.origins(), req.get_header_value("Host"));
+    if (!refused) refused = CheckOrigin(auth_.origins(), req.get_header_value("Origin"));
     if (!refused) return httplib::Server::HandlerResponse::Unhandled;
     res.status = 403;
     res.set_content(nlohmann::json{{"error", *refused}}.dump(), "application/json");

@@ -13,7 +13,6 @@
 
 #include "api/admin_api.h"
 #include "api/anthropic_codec.h"
-#include "api/api_keys.h"
 #include "api/connection_gate.h"
 #include "api/errors.h"
 #include "api/gated_server.h"
@@ -23,6 +22,7 @@
 #include "api/ollama_local.h"
 #include "api/openai_codec.h"
 #include "api/origin_check.h"
+#include "api/request_auth.h"
 #include "api/request_deadline.h"
 #include "api/responses_codec.h"
 
@@ -35,6 +35,7 @@ using Clock = backend::Clock;
 // on one worker thread, so per-request state can live in a thread-local.
 struct RequestState {
   std::string id;  // empty until the request is seen; cleared once logged
+  Caller caller;   // who Guard found it to be
   Clock::time_point start;
   RequestLog log;
   std::string method, path;
@@ -46,7 +47,7 @@ struct RequestState {
 thread_local RequestState t_req;
 
 void BeginRequest(const std::string& method, const std::string& path, bool quiet) {
-  t_req = RequestState{NewId("req"), Clock::now(), RequestLog(), method, path, 0, quiet, false, false};
+  t_req = RequestState{NewId("req"), Caller{}, Clock::now(), RequestLog(), method, path, 0, quiet, false, false};
 }
 
 // One JSON line per request (never headers, so never keys).
@@ -192,6 +193,29 @@ bool IsProbePath(const std::string& path) {
   return path == "/health" || path == "/livez" || path == "/metrics";
 }
 
+
+OriginPolicy OriginsOf(const HttpConfig& c) {
+  OriginPolicy o;
+  o.loopback_bind = IsLoopbackName(HostName(c.host));
+  o.allowed_hosts = SplitComma(c.allowed_hosts);
+  o.allowed_origins = SplitComma(c.allowed_origins);
+  if (!c.cors_origin.empty()) o.allowed_origins.push_back(c.cors_origin);
+  return o;
+}
+
+RequestHead HeadOf(const httplib::Request& req) {
+  RequestHead h;
+  h.method = req.method;
+  h.path = req.path;
+  h.host = req.get_header_value("Host");
+  h.origin = req.get_header_value("Origin");
+  h.has_origin = req.has_header("Origin");
+  h.content_type = req.get_header_value("Content-Type");
+  h.authorization = req.get_header_value("Authorization");
+  h.x_api_key = req.get_header_value("x-api-key");
+  return h;
+}
+
 }  // namespace
 
 HttpServer::HttpServer(const HttpConfig& config, std::vector<std::string> api_keys, uint64_t max_body,
@@ -199,7 +223,7 @@ HttpServer::HttpServer(const HttpConfig& config, std::vector<std::string> api_ke
                        int warm_workers)
     : config_(config),
       warm_workers_(warm_workers),
-      api_keys_(std::move(api_keys)),
+      auth_(std::move(api_keys), OriginsOf(config)),
       max_body_(max_body),
       driver_(backend),
       backend_(backend),
@@ -209,10 +233,6 @@ HttpServer::HttpServer(const HttpConfig& config, std::vector<std::string> api_ke
       probe_deadlines_(config.probe_port >= 0 ? std::make_unique<RequestDeadlines>(2, 2) : nullptr),
       http_(std::make_unique<GatedServer>()),
       probe_http_(config.probe_port >= 0 ? std::make_unique<httplib::Server>() : nullptr) {
-  origins_.loopback_bind = IsLoopbackName(HostName(config_.host));
-  origins_.allowed_hosts = SplitComma(config_.allowed_hosts);
-  origins_.allowed_origins = SplitComma(config_.allowed_origins);
-  if (!config_.cors_origin.empty()) origins_.allowed_origins.push_back(config_.cors_origin);
   ConnectionGate::Options gate;
   gate.header_timeout_s = config_.header_timeout;
   gate.body_timeout_s = config_.body_timeout;
@@ -251,121 +271,103 @@ HttpServer::~HttpServer() {
   if (probe_thread_.joinable()) probe_thread_.join();
 }
 
+// Before routing: CORS, the connection bound, the drain, the browser rules,
+// the declared body size, then the key. A refusal is answered here.
+bool HttpServer::Guard(const httplib::Request& req, httplib::Response& res) {
+  RequestDeadlines::HeadersRead();
+  BeginRequest(req.method, req.path, config_.quiet);
+  if (!config_.cors_origin.empty()) {
+    res.set_header("Access-Control-Allow-Origin", config_.cors_origin);
+    res.set_header("Access-Control-Allow-Headers",
+                   AllowedCorsHeaders(req.get_header_value("Access-Control-Request-Headers")));
+    res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+    if (req.method == "OPTIONS") {
+      res.status = 204;
+      return true;
+    }
+  }
+  if (req.path == "/health" || req.path == "/livez") return false;
+  // `close`: the connection closes after the answer, so the worker returns
+  // to the reserve.
+  auto refuse = [&](const HttpError& e, bool close) {
+    Apply(ErrorResponse(e, FlavorOf(req.path)), res);
+    if (close) CloseAfterwards(req, res);
+    return true;
+  };
+  // This connection is one of those counted: past the bound, refuse at once.
+  if (!IsProbePath(req.path) && connections_.load() > config_.max_connections)
+    return refuse(Overloaded(config_.max_connections), true);
+  if (draining_.load()) return refuse(Draining(), true);
+  const RequestHead head = HeadOf(req);
+  if (auto e = auth_.CheckBrowser(head)) return refuse(*e, false);
+  // A declared body over --max-body is refused before a byte of it is
+  // read (httplib would read up to the limit first); the client then gets
+  // the answer while the error handler lingers over what it still sends.
+  if (max_body_ > 0 && req.get_header_value_u64("Content-Length") > max_body_)
+    return refuse(ProtocolError(413, req.method, req.path, config_.max_body), false);
+  t_req.caller = auth_.Identify(head);
+  if (auto e = auth_.CheckKey(head, t_req.caller)) return refuse(*e, false);
+  return false;
+}
+
+// Errors httplib produces itself (413 body too large, 404 no route, ...) get
+// our envelope. Requests refused while their headers were read (400, 414,
+// 415) never reached Guard: they get an id of their own here.
+void HttpServer::OnHttpError(const httplib::Request& req, httplib::Response& res) {
+  const bool whole = !t_req.id.empty();  // Guard saw its headers
+  if (!whole) BeginRequest(req.method, req.path, config_.quiet);
+  if (t_req.closing) return;  // CloseAfterwards holds the answer
+  if (res.body.empty()) {
+    const int status = res.status;
+    Apply(ErrorResponse(ProtocolError(status, req.method, req.path, config_.max_body), FlavorOf(req.path)), res);
+    res.status = status;
+  }
+  // Answered before its body was read: linger, so the client reads this
+  // answer. Not for a request whose headers were never whole (a 300 MiB
+  // header): there is nothing to drain but more of the same.
+  if (whole && BodyLeftUnread(req)) CloseAfterwards(req, res);
+}
+
+// An endpoint's handler over the neutral HttpRequest: the caller Guard
+// identified, the client watch, the drain's cut-off and the in-flight count.
+std::function<void(const httplib::Request&, httplib::Response&)> HttpServer::Wrap(Endpoint fn) {
+  return [this, fn = std::move(fn)](const httplib::Request& req, httplib::Response& res) {
+    RequestDeadlines::RequestRead();  // the body is in; the answer may take its time
+    HttpRequest r;
+    r.method = req.method;
+    r.path = req.path;
+    r.body = req.body;
+    r.id = t_req.id;
+    r.tenant = t_req.caller.tenant;
+    r.may_pin = auth_.MayPin(t_req.caller);
+    const std::string cache_control = req.get_header_value("Cache-Control");
+    r.no_cache = cache_control.find("no-cache") != std::string::npos ||
+                 cache_control.find("no-store") != std::string::npos ||
+                 req.get_header_value("X-Hone-Cache") == "bypass";
+    auto watch = std::make_shared<ClientWatch>(req.is_connection_closed);
+    r.client_gone = [watch] { return watch->Gone(); };
+    r.server_stopping = [this] { return cut_off_.load(); };
+    // In flight until the answer is written: a stream, until its writer ends.
+    auto counted = std::make_shared<InFlight>(&in_flight_);
+    HttpResponse out = fn(r);
+    if (out.stream) {
+      out.stream = [counted, watch, stream = std::move(out.stream)](const ChunkWriter& w, RequestLog* log) {
+        stream(w, log);
+        watch->over.store(true);
+      };
+    } else {
+      watch->over.store(true);
+    }
+    Apply(std::move(out), res);
+  };
+}
+
 void HttpServer::Routes() {
   httplib::Server& s = *http_;
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    RequestDeadlines::HeadersRead();
-    BeginRequest(req.method, req.path, config_.quiet);
-    if (!config_.cors_origin.empty()) {
-      res.set_header("Access-Control-Allow-Origin", config_.cors_origin);
-      res.set_header("Access-Control-Allow-Headers",
-                     AllowedCorsHeaders(req.get_header_value("Access-Control-Request-Headers")));
-      res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
-      if (req.method == "OPTIONS") {
-        res.status = 204;
-        return httplib::Server::HandlerResponse::Handled;
-      }
-    }
-    if (req.path == "/health" || req.path == "/livez") return httplib::Server::HandlerResponse::Unhandled;
-    // This connection is one of those counted: past the bound, refuse at once
-    // and close, so the worker returns to the reserve.
-    if (!IsProbePath(req.path) && connections_.load() > config_.max_connections) {
-      HttpError e{503,
-                  "the server holds " + std::to_string(config_.max_connections) +
-                      " connections (--max-connections); retry shortly",
-                  "server_error", "overloaded", 1};
-      Apply(ErrorResponse(e, FlavorOf(req.path)), res);
-      CloseAfterwards(req, res);
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    if (draining_.load()) {
-      HttpError e{503, "the server is shutting down; retry on another replica", "server_error", "unavailable",
-                  1};
-      Apply(ErrorResponse(e, FlavorOf(req.path)), res);
-      CloseAfterwards(req, res);
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    // Before the key: a page in the user's browser must not reach a key-less server.
-    auto refused = CheckHost(origins_, req.get_header_value("Host"));
-    if (!refused) refused = CheckOrigin(origins_, req.get_header_value("Origin"));
-    if (refused) {
-      Apply(ErrorResponse(HttpError{403, *refused, "invalid_request_error", "forbidden"}, FlavorOf(req.path)),
-            res);
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    // A browser's POST (it sends an Origin) must say JSON: a form or a
-    // text/plain body is what a page may send without a CORS preflight.
-    // Programs send no Origin, and often text/plain (fetch with a string
-    // body, curl -d): those pass, as Ollama lets them.
-    const std::string type = req.get_header_value("Content-Type");
-    if (req.method == "POST" && req.has_header("Origin") && type.rfind("application/json", 0) != 0) {
-      Apply(ErrorResponse(
-                HttpError{415, "the request body must be JSON (Content-Type: application/json), not " + type,
-                          "invalid_request_error", "unsupported_media_type"},
-                FlavorOf(req.path)),
-            res);
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    // A declared body over --max-body is refused before a byte of it is
-    // read (httplib would read up to the limit first); the client then gets
-    // the answer while the error handler lingers over what it still sends.
-    if (max_body_ > 0 && req.get_header_value_u64("Content-Length") > max_body_) {
-      Apply(ErrorResponse(ProtocolError(413, req.method, req.path, config_.max_body), FlavorOf(req.path)),
-            res);
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    const bool admin_path = req.path == "/hone/load" || req.path == "/hone/unload" ||
-                            req.path == "/hone/spend" || req.path == "/hone/cache" ||
-                            req.path == "/hone/routes/canary";
-    // The prompt cache lists every tenant's entries and their ages, and clears
-    // them all: with client keys, only an admin key may (none set: nobody).
-    if (req.path == "/hone/cache" && !api_keys_.empty() && admin_keys_.empty()) {
-      Apply(ErrorResponse(
-                HttpError{403, "/hone/cache needs an admin key (--admin-keys) on a server with API keys",
-                          "invalid_request_error", "forbidden"},
-                FlavorOf(req.path)),
-            res);
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    if (admin_path && !admin_keys_.empty()) {
-      const std::string key =
-          PresentedKey(req.get_header_value("Authorization"), req.get_header_value("x-api-key"));
-      if (IsAdmin(req.get_header_value("Authorization"), req.get_header_value("x-api-key")))
-        return httplib::Server::HandlerResponse::Unhandled;
-      if (!key.empty() &&
-          Authorized(req.get_header_value("Authorization"), req.get_header_value("x-api-key"))) {
-        Apply(ErrorResponse(HttpError{403, req.path + " needs an admin key (--admin-keys)",
-                                      "invalid_request_error", "forbidden"},
-                            FlavorOf(req.path)),
-              res);
-        return httplib::Server::HandlerResponse::Handled;
-      }
-    } else if (Authorized(req.get_header_value("Authorization"), req.get_header_value("x-api-key"))) {
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    HttpError e{401, "invalid or missing API key (send Authorization: Bearer <key>, or x-api-key: <key>)",
-                "invalid_request_error", "invalid_api_key"};
-    Apply(ErrorResponse(e, FlavorOf(req.path)), res);
-    return httplib::Server::HandlerResponse::Handled;
+    return Guard(req, res) ? httplib::Server::HandlerResponse::Handled : httplib::Server::HandlerResponse::Unhandled;
   });
-  // Errors httplib produces itself (413 body too large, 404 no route, ...) get our envelope.
-  // Requests refused while their headers were read (400, 414, 415) never
-  // reached the pre-routing handler: they get an id of their own here.
-  s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-    const bool whole = !t_req.id.empty();  // the pre-routing handler saw its headers
-    if (!whole) BeginRequest(req.method, req.path, config_.quiet);
-    if (t_req.closing) return;  // CloseAfterwards holds the answer
-    if (res.body.empty()) {
-      const int status = res.status;
-      Apply(ErrorResponse(ProtocolError(status, req.method, req.path, config_.max_body), FlavorOf(req.path)),
-            res);
-      res.status = status;
-    }
-    // Answered before its body was read: linger, so the client reads this
-    // answer. Not for a request whose headers were never whole (a 300 MiB
-    // header): there is nothing to drain but more of the same.
-    if (whole && BodyLeftUnread(req)) CloseAfterwards(req, res);
-  });
+  s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) { OnHttpError(req, res); });
   s.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
     Apply(ErrorResponse(HttpError{500, "internal error", "server_error", ""}, FlavorOf(req.path)), res);
   });
@@ -374,114 +376,53 @@ void HttpServer::Routes() {
     t_req.status = res.status;
     WriteLogLine();
   });
-
-  using Fn = std::function<HttpResponse(const HttpRequest&)>;
-  auto route = [this](Fn fn) {
-    return [this, fn](const httplib::Request& req, httplib::Response& res) {
-      RequestDeadlines::RequestRead();  // the body is in; the answer may take its time
-      HttpRequest r;
-      r.method = req.method;
-      r.path = req.path;
-      r.body = req.body;
-      r.id = t_req.id;
-      r.tenant = Tenant(req.get_header_value("Authorization"), req.get_header_value("x-api-key"));
-      r.may_pin = admin_keys_.empty() ||
-                  IsAdmin(req.get_header_value("Authorization"), req.get_header_value("x-api-key"));
-      const std::string cache_control = req.get_header_value("Cache-Control");
-      r.no_cache = cache_control.find("no-cache") != std::string::npos ||
-                   cache_control.find("no-store") != std::string::npos ||
-                   req.get_header_value("X-Hone-Cache") == "bypass";
-      auto watch = std::make_shared<ClientWatch>(req.is_connection_closed);
-      r.client_gone = [watch] { return watch->Gone(); };
-      r.server_stopping = [this] { return cut_off_.load(); };
-      // In flight until the answer is written: a stream, until its writer ends.
-      auto counted = std::make_shared<InFlight>(&in_flight_);
-      HttpResponse out = fn(r);
-      if (out.stream) {
-        out.stream = [counted, watch, stream = std::move(out.stream)](const ChunkWriter& w, RequestLog* log) {
-          stream(w, log);
-          watch->over.store(true);
-        };
-      } else {
-        watch->over.store(true);
-      }
-      Apply(std::move(out), res);
-    };
-  };
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) { Health(res); });
   s.Get("/livez", [this](const httplib::Request&, httplib::Response& res) { Live(res); });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { WriteMetrics(res); });
-  s.Get("/hone/routes", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(routes_json_ ? routes_json_() : R"({"routes":[],"overflow_rate":0})", "application/json");
-  });
-  s.Get("/hone/spend", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!spend_json_) {
-      Apply(ErrorResponse(HttpError{404, "this server keeps no spend ledger (it has no [[upstream]])",
-                                    "invalid_request_error", "not_found"},
-                          FlavorOf(req.path)),
-            res);
-      res.status = 404;
-      return;
-    }
-    res.set_content(spend_json_(), "application/json");
-  });
-  s.Post("/hone/routes/canary", [this](const httplib::Request& req, httplib::Response& res) {
-    RequestDeadlines::RequestRead();
-    const ApiFlavor flavor = FlavorOf(req.path);
-    std::string route, action;
-    try {
-      const auto j = nlohmann::json::parse(req.body);
-      if (j.contains("route") && j["route"].is_string()) route = j["route"].get<std::string>();
-      if (j.contains("action") && j["action"].is_string()) action = j["action"].get<std::string>();
-    } catch (const std::exception&) {
-      return Apply(ErrorResponse(MakeError(ErrorCode::kInvalidArgument, "the body must be JSON"), flavor),
-                   res);
-    }
-    if (route.empty() || action.empty())
-      return Apply(ErrorResponse(MakeError(ErrorCode::kInvalidArgument,
-                                           "send {\"route\": NAME, \"action\": \"status|promote|rollback\"}"),
-                                 flavor),
-                   res);
-    if (!canary_control_)
-      return Apply(ErrorResponse(MakeError(ErrorCode::kNotFound, "this server has no routes"), flavor), res);
-    auto out = canary_control_(route, action);
-    if (!out) return Apply(ErrorResponse(out.error(), flavor), res);
-    res.set_content(*out, "application/json");
-  });
+  ApiRoutes();
+  AdminRoutes();
+}
+
+void HttpServer::ApiRoutes() {
+  httplib::Server& s = *http_;
   Driver& d = driver_;
-  auto generate = [&d](const GenerationCodec& c) {
-    return [&d, &c](const HttpRequest& r) { return d.Generate(c, r); };
-  };
-  auto embed = [&d](const EmbeddingCodec& c) {
-    return [&d, &c](const HttpRequest& r) { return d.Embed(c, r); };
-  };
-  auto list = [&d](const ModelListCodec& c) {
-    return [&d, &c](const HttpRequest&) { return d.ListModels(c); };
-  };
-  s.Get("/v1/models", route(list(kOpenAiModels)));
-  s.Post("/v1/chat/completions", route(generate(kOpenAiChat)));
-  s.Post("/v1/completions", route(generate(kOpenAiCompletions)));
-  s.Post("/v1/responses", route(generate(kOpenAiResponses)));
-  s.Post("/v1/messages", route(generate(kAnthropicMessages)));
+  auto generate = [&](const GenerationCodec& c) { return Wrap([&d, &c](const HttpRequest& r) { return d.Generate(c, r); }); };
+  auto embed = [&](const EmbeddingCodec& c) { return Wrap([&d, &c](const HttpRequest& r) { return d.Embed(c, r); }); };
+  auto list = [&](const ModelListCodec& c) { return Wrap([&d, &c](const HttpRequest&) { return d.ListModels(c); }); };
+  s.Get("/v1/models", list(kOpenAiModels));
+  s.Post("/v1/chat/completions", generate(kOpenAiChat));
+  s.Post("/v1/completions", generate(kOpenAiCompletions));
+  s.Post("/v1/responses", generate(kOpenAiResponses));
+  s.Post("/v1/messages", generate(kAnthropicMessages));
   s.Post("/v1/messages/count_tokens",
-         route([&d](const HttpRequest& r) { return d.CountTokens(kAnthropicMessages, r); }));
-  s.Post("/v1/embeddings", route(embed(kOpenAiEmbeddings)));
-  s.Get("/api/tags", route(list(kOllamaTags)));
-  s.Post("/api/generate", route(generate(kOllamaGenerate)));
-  s.Post("/api/chat", route(generate(kOllamaChat)));
-  s.Post("/api/embed", route(embed(kOllamaEmbed)));
-  s.Post("/api/embeddings", route(embed(kOllamaLegacyEmbeddings)));
+         Wrap([&d](const HttpRequest& r) { return d.CountTokens(kAnthropicMessages, r); }));
+  s.Post("/v1/embeddings", embed(kOpenAiEmbeddings));
+  s.Get("/api/tags", list(kOllamaTags));
+  s.Post("/api/generate", generate(kOllamaGenerate));
+  s.Post("/api/chat", generate(kOllamaChat));
+  s.Post("/api/embed", embed(kOllamaEmbed));
+  s.Post("/api/embeddings", embed(kOllamaLegacyEmbeddings));
+  backend::ModelAdmin& admin = admin_;
+  s.Get("/api/ps", Wrap([&admin](const HttpRequest&) { return ollama::Ps(admin); }));
+  s.Get("/api/version", Wrap([](const HttpRequest&) { return ollama::Version(); }));
+  s.Post("/api/show", Wrap([&admin](const HttpRequest& r) { return ollama::Show(admin, r); }));
+}
+
+// hone's own endpoints: the router's views and canary commands, residency
+// controls ({"model": NAME, "pin": bool?, "keep_alive": ...}), the rendered
+// prompt and the prompt cache (admin_api.h).
+void HttpServer::AdminRoutes() {
+  httplib::Server& s = *http_;
   backend::ModelAdmin& admin = admin_;
   backend::Backend& backend = backend_;
-  s.Get("/api/ps", route([&admin](const HttpRequest&) { return ollama::Ps(admin); }));
-  s.Get("/api/version", route([](const HttpRequest&) { return ollama::Version(); }));
-  s.Post("/api/show", route([&admin](const HttpRequest& r) { return ollama::Show(admin, r); }));
-  // hone's residency controls: {"model": NAME, "pin": bool?, "keep_alive": ...}.
-  s.Post("/hone/load", route([&backend, &admin](const HttpRequest& r) { return HoneLoad(backend, admin, r); }));
-  s.Post("/hone/unload", route([&admin](const HttpRequest& r) { return HoneUnload(admin, r); }));
-  s.Post("/hone/render", route([&admin](const HttpRequest& r) { return HoneRender(admin, kOpenAiChat, r); }));
-  s.Get("/hone/cache", route([&admin](const HttpRequest& r) { return HoneCacheList(admin, r); }));
-  s.Delete("/hone/cache", route([&admin](const HttpRequest& r) { return HoneCacheClear(admin, r); }));
+  s.Get("/hone/routes", Wrap([this](const HttpRequest&) { return HoneRoutes(routes_json_); }));
+  s.Get("/hone/spend", Wrap([this](const HttpRequest&) { return HoneSpend(spend_json_); }));
+  s.Post("/hone/routes/canary", Wrap([this](const HttpRequest& r) { return HoneCanary(canary_control_, r); }));
+  s.Post("/hone/load", Wrap([&backend, &admin](const HttpRequest& r) { return HoneLoad(backend, admin, r); }));
+  s.Post("/hone/unload", Wrap([&admin](const HttpRequest& r) { return HoneUnload(admin, r); }));
+  s.Post("/hone/render", Wrap([&admin](const HttpRequest& r) { return HoneRender(admin, kOpenAiChat, r); }));
+  s.Get("/hone/cache", Wrap([&admin](const HttpRequest& r) { return HoneCacheList(admin, r); }));
+  s.Delete("/hone/cache", Wrap([&admin](const HttpRequest& r) { return HoneCacheClear(admin, r); }));
 }
 
 Result<int> HttpServer::Bind() {

@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "api/driver.h"
+#include "api/admin_api.h"
 #include "api/origin_check.h"
+#include "api/request_auth.h"
 #include "backend/backend.h"
 #include "api/http_config.h"
 #include "serve/metrics.h"
@@ -21,6 +23,7 @@
 namespace httplib {
 class Server;
 class ThreadPool;
+struct Request;
 struct Response;
 }
 
@@ -66,31 +69,31 @@ class HttpServer {
   // With admin keys (set before Run), only they reach the admin endpoints:
   // /hone/load, /hone/unload, /hone/spend, /hone/routes/canary. They are
   // API keys too. Without, any API key does.
-  void SetAdminKeys(std::vector<std::string> keys) { admin_keys_ = std::move(keys); }
+  void SetAdminKeys(std::vector<std::string> keys) { auth_.SetAdminKeys(std::move(keys)); }
   // GET /hone/spend answers spend_json() (set before Run; unset: 404).
   void SetSpendView(std::function<std::string()> spend_json) { spend_json_ = std::move(spend_json); }
   // POST /hone/routes/canary {"route": ..., "action": "status|promote|rollback"}.
-  using CanaryControl = std::function<Result<std::string>(const std::string& route, const std::string& action)>;
   void SetCanaryControl(CanaryControl f) { canary_control_ = std::move(f); }
 
  private:
+  using Endpoint = std::function<HttpResponse(const HttpRequest&)>;
   void Routes();
+  void ApiRoutes();    // the OpenAI, Anthropic and Ollama endpoints
+  void AdminRoutes();  // hone's own (admin_api.h)
+  // Before routing; true when it answered (a refusal, a preflight).
+  bool Guard(const httplib::Request& req, httplib::Response& res);
+  void OnHttpError(const httplib::Request& req, httplib::Response& res);
+  std::function<void(const httplib::Request&, httplib::Response&)> Wrap(Endpoint fn);
   void ProbeRoutes();
   void ServeOnWorker(GateConn* conn);  // one request, then the connection goes back to the gate
   void Health(httplib::Response& res) const;
   void Live(httplib::Response& res) const;
   void WriteMetrics(httplib::Response& res) const;
-  bool Authorized(const std::string& authorization, const std::string& x_api_key) const;
-  bool IsAdmin(const std::string& authorization, const std::string& x_api_key) const;
-  // The key a request presents (Bearer or x-api-key), as its tenant fingerprint.
-  std::string Tenant(const std::string& authorization, const std::string& x_api_key) const;
 
   const HttpConfig config_;
   const int warm_workers_;
-  const std::vector<std::string> api_keys_;
-  std::vector<std::string> admin_keys_;  // set before Run, then read only
   const uint64_t max_body_;
-  OriginPolicy origins_;  // set in the constructor, read-only after
+  RequestAuth auth_;  // keys and Host/Origin rules; admin keys set before Run, then read only
   Driver driver_;
   backend::Backend& backend_;
   backend::ModelAdmin& admin_;
