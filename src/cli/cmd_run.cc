@@ -29,25 +29,73 @@ struct RunArgs {
   SamplingFlags sampling;
 };
 
+// A profile from `hone tune` for this machine and model file fills in the
+// run parameters; flags given on the command line still win.
+Status ApplyTunedProfile(const RunArgs& a, engine::SessionOptions* session, engine::LoadOptions* load) {
+  auto profile = tune::FindProfile(a.model);
+  if (!profile) {
+    if (profile.error().code != ErrorCode::kNotFound)
+      std::fprintf(stderr, "[hone] ignoring the tuned profile: %s\n", profile.error().ToString().c_str());
+    return {};
+  }
+  if (!profile->has_value()) return {};
+  tune::ApplyProfile(**profile, session, load);
+  if (Status s = a.engine.ReapplyExplicit(session, load); !s) return s;
+  std::fprintf(stderr, "[hone] using tuned profile %s\n", (*profile)->path.c_str());
+  return {};
+}
+
+// The prompt's tokens: the text as is, or (--chat) rendered with the model's
+// chat template. BOS as the vocabulary wants it: the chat library strips a
+// template's own leading BOS for exactly that (as llama-server tokenizes).
+Result<std::vector<engine::Token>> PromptTokens(const RunArgs& a, const engine::Model& model) {
+  engine::Tokenizer tok(model);
+  std::string text = a.prompt;
+  bool rendered = false;
+  if (a.chat) {
+    std::vector<engine::ChatMessage> msgs;
+    if (!a.system.empty()) msgs.push_back({"system", a.system});
+    msgs.push_back({"user", a.prompt});
+    auto r = tok.ApplyChatTemplate(msgs, true);
+    if (!r) return r.error();
+    text = *r;
+    rendered = true;
+  }
+  return tok.Encode(text, /*add_special=*/true, /*parse_special=*/rendered);
+}
+
+void PrintJson(const RunArgs& a, const engine::Model& model, const engine::Session& session,
+               const engine::GenerateResult& r) {
+  const engine::SessionOptions& so = session.options();
+  nlohmann::json j = {{"model", a.model},
+                      {"text", r.text},
+                      {"stop_reason", engine::StopReasonName(r.stop_reason)},
+                      {"prompt_tokens", r.n_prompt},
+                      {"generated_tokens", r.tokens.size()},
+                      {"load_seconds", model.load_seconds()},
+                      {"prompt_seconds", r.prompt_seconds},
+                      {"ttft_seconds", r.ttft_seconds},
+                      {"gen_seconds", r.gen_seconds},
+                      {"prompt_tps", r.prompt_tps()},
+                      {"gen_tps", r.gen_tps()},
+                      {"threads", so.threads},
+                      {"threads_batch", so.threads_batch},
+                      {"n_ubatch", so.n_ubatch},
+                      {"poll", so.poll},
+                      {"strict_cpu", so.strict_cpu},
+                      {"flash_attn", engine::FlashAttnName(so.flash_attn)},
+                      {"repack", model.load_options().repack},
+                      {"amx_weights", model.amx_weights()}};
+  std::printf("%s\n", j.dump(2).c_str());
+}
+
 int Run(const RunArgs& a) {
   auto load_opts = a.engine.ToLoadOptions();
   if (!load_opts) return Fail(load_opts.error().ToString(), 2);
   auto session_opts = a.engine.ToSessionOptions();
   if (!session_opts) return Fail(session_opts.error().ToString(), 2);
   if (!a.no_profile) {
-    // A profile from `hone tune` for this machine and model file fills in the
-    // run parameters; flags given on the command line still win.
-    auto profile = tune::FindProfile(a.model);
-    if (!profile) {
-      if (profile.error().code != ErrorCode::kNotFound) {
-        std::fprintf(stderr, "[hone] ignoring the tuned profile: %s\n", profile.error().ToString().c_str());
-      }
-    } else if (profile->has_value()) {
-      tune::ApplyProfile(**profile, &*session_opts, &*load_opts);
-      if (Status s = a.engine.ReapplyExplicit(&*session_opts, &*load_opts); !s)
-        return Fail(s.error().ToString(), 2);
-      std::fprintf(stderr, "[hone] using tuned profile %s\n", (*profile)->path.c_str());
-    }
+    if (Status s = ApplyTunedProfile(a, &*session_opts, &*load_opts); !s) return Fail(s.error().ToString(), 2);
   }
 
   auto model = LoadModelWithProgress(a.model, *load_opts, a.quiet || a.json);
@@ -59,21 +107,7 @@ int Run(const RunArgs& a) {
   auto session = engine::Session::Create(*model, *session_opts);
   if (!session) return Fail(session.error().ToString());
 
-  engine::Tokenizer tok(**model);
-  std::string text = a.prompt;
-  bool rendered = false;
-  if (a.chat) {
-    std::vector<engine::ChatMessage> msgs;
-    if (!a.system.empty()) msgs.push_back({"system", a.system});
-    msgs.push_back({"user", a.prompt});
-    auto r = tok.ApplyChatTemplate(msgs, true);
-    if (!r) return Fail(r.error().ToString());
-    text = *r;
-    rendered = true;
-  }
-  // BOS as the vocabulary wants it: the chat library strips a template's own
-  // leading BOS for exactly that (as llama-server tokenizes).
-  auto prompt = tok.Encode(text, /*add_special=*/true, /*parse_special=*/rendered);
+  auto prompt = PromptTokens(a, **model);
   if (!prompt) return Fail(prompt.error().ToString());
 
   engine::GenerateRequest req;
@@ -99,26 +133,7 @@ int Run(const RunArgs& a) {
   const engine::GenerateResult& r = *result;
   const engine::SessionOptions& so = (*session)->options();
   if (a.json) {
-    nlohmann::json j = {{"model", a.model},
-                        {"text", r.text},
-                        {"stop_reason", engine::StopReasonName(r.stop_reason)},
-                        {"prompt_tokens", r.n_prompt},
-                        {"generated_tokens", r.tokens.size()},
-                        {"load_seconds", (*model)->load_seconds()},
-                        {"prompt_seconds", r.prompt_seconds},
-                        {"ttft_seconds", r.ttft_seconds},
-                        {"gen_seconds", r.gen_seconds},
-                        {"prompt_tps", r.prompt_tps()},
-                        {"gen_tps", r.gen_tps()},
-                        {"threads", so.threads},
-                        {"threads_batch", so.threads_batch},
-                        {"n_ubatch", so.n_ubatch},
-                        {"poll", so.poll},
-                        {"strict_cpu", so.strict_cpu},
-                        {"flash_attn", engine::FlashAttnName(so.flash_attn)},
-                        {"repack", (*model)->load_options().repack},
-                        {"amx_weights", (*model)->amx_weights()}};
-    std::printf("%s\n", j.dump(2).c_str());
+    PrintJson(a, **model, **session, r);
     return 0;
   }
   std::printf("\n");

@@ -99,6 +99,46 @@ int DefaultThreadCount() {
   return n;
 }
 
+namespace {
+
+enum llama_pooling_type PoolingType(Pooling p) {
+  switch (p) {
+    case Pooling::kModelDefault:
+      return LLAMA_POOLING_TYPE_UNSPECIFIED;
+    case Pooling::kNone:
+      return LLAMA_POOLING_TYPE_NONE;
+    case Pooling::kMean:
+      return LLAMA_POOLING_TYPE_MEAN;
+    case Pooling::kCls:
+      return LLAMA_POOLING_TYPE_CLS;
+    case Pooling::kLast:
+      return LLAMA_POOLING_TYPE_LAST;
+  }
+  return LLAMA_POOLING_TYPE_UNSPECIFIED;
+}
+
+// KV cache, compute and output buffers against the memory left: refused here
+// with a clear message rather than after minutes of page-faulting.
+Status CheckFits(const Model& model, const SessionOptions& opt) {
+  MemoryRequest req{opt.n_ctx, opt.n_ubatch, opt.n_seq_max, opt.kv_type_k, opt.flash_attn == FlashAttn::kOn};
+  // llama.cpp only fails such a context after minutes of page-faulting (or
+  // the OOM killer ends the process), so refuse it up front.
+  const uint64_t budget = opt.memory_budget_bytes ? opt.memory_budget_bytes : AvailableMemoryBytes();
+  if (auto est = EstimateMemory(model.gguf(), req); est && budget > 0) {
+    uint64_t extra = est->kv_cache + est->compute + est->output;
+    if (extra > budget) {
+      return MakeError(ErrorCode::kOutOfMemory, "a context of " + std::to_string(opt.n_ctx) +
+                                                    " tokens needs about " + std::to_string(extra >> 20) +
+                                                    " MiB (KV cache " + std::to_string(est->kv_cache >> 20) +
+                                                    " MiB) but only " + std::to_string(budget >> 20) +
+                                                    " MiB is available; use a smaller context");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<Model> model, const SessionOptions& opt_in) {
   EnsureBackend();
   SessionOptions opt = opt_in;
@@ -114,20 +154,7 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<Model> model, c
   auto tv = KvType(opt.kv_type_v);
   if (!tv) return tv.error();
 
-  MemoryRequest req{opt.n_ctx, opt.n_ubatch, opt.n_seq_max, opt.kv_type_k, opt.flash_attn == FlashAttn::kOn};
-  // llama.cpp only fails such a context after minutes of page-faulting (or
-  // the OOM killer ends the process), so refuse it up front.
-  const uint64_t budget = opt.memory_budget_bytes ? opt.memory_budget_bytes : AvailableMemoryBytes();
-  if (auto est = EstimateMemory(model->gguf(), req); est && budget > 0) {
-    uint64_t extra = est->kv_cache + est->compute + est->output;
-    if (extra > budget) {
-      return MakeError(ErrorCode::kOutOfMemory, "a context of " + std::to_string(opt.n_ctx) +
-                                                    " tokens needs about " + std::to_string(extra >> 20) +
-                                                    " MiB (KV cache " + std::to_string(est->kv_cache >> 20) +
-                                                    " MiB) but only " + std::to_string(budget >> 20) +
-                                                    " MiB is available; use a smaller context");
-    }
-  }
+  if (Status fits = CheckFits(*model, opt); !fits) return fits.error();
 
   llama_context_params cp = llama_context_default_params();
   cp.n_ctx = opt.n_ctx;
@@ -142,23 +169,7 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<Model> model, c
                        : opt.flash_attn == FlashAttn::kOff ? LLAMA_FLASH_ATTN_TYPE_DISABLED
                                                            : LLAMA_FLASH_ATTN_TYPE_AUTO;
   cp.embeddings = opt.embeddings;
-  switch (opt.pooling) {
-    case Pooling::kModelDefault:
-      cp.pooling_type = LLAMA_POOLING_TYPE_UNSPECIFIED;
-      break;
-    case Pooling::kNone:
-      cp.pooling_type = LLAMA_POOLING_TYPE_NONE;
-      break;
-    case Pooling::kMean:
-      cp.pooling_type = LLAMA_POOLING_TYPE_MEAN;
-      break;
-    case Pooling::kCls:
-      cp.pooling_type = LLAMA_POOLING_TYPE_CLS;
-      break;
-    case Pooling::kLast:
-      cp.pooling_type = LLAMA_POOLING_TYPE_LAST;
-      break;
-  }
+  cp.pooling_type = PoolingType(opt.pooling);
   cp.no_perf = true;
   cp.cb_eval = opt.eval_callback;
   cp.cb_eval_user_data = opt.eval_callback_data;

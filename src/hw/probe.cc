@@ -93,6 +93,62 @@ Error Corrupt(const std::string& path, const std::string& what) {
 
 // Topology from /sys/devices/system under root, or from cpuinfo's per-processor
 // ids when the tree has no CPU directory.
+// Without sysfs: cores from /proc/cpuinfo's package and core ids.
+std::vector<Core> CoresFromCpuInfo(const CpuInfo& cpuinfo) {
+  std::map<std::tuple<int, int, int>, Core> cores;
+  for (const CpuInfo::Processor& p : cpuinfo.processors) {
+    // Without "core id" (aarch64) each processor counts as its own core.
+    Core& core = cores[{std::max(p.package, 0), p.core, p.core >= 0 ? -1 : p.id}];
+    core.package = std::max(p.package, 0);
+    core.cpus.push_back(p.id);
+  }
+  std::vector<Core> out;
+  for (auto& [key, core] : cores) out.push_back(core);
+  return out;
+}
+
+// Reads sysfs CPU lists and numbers; lists in sysfs may name offline CPUs,
+// and the probe describes online ones.
+struct OnlineReader {
+  const std::vector<int>& online;  // sorted
+
+  Status List(const std::string& path, std::vector<int>* out) const {
+    std::string text;
+    if (!ReadTrimmed(path, &text)) return Status::Ok();
+    Result<std::vector<int>> r = ParseCpuList(text);
+    if (!r.ok()) return Corrupt(path, r.error().message);
+    out->clear();
+    for (int c : *r) {
+      if (std::binary_search(online.begin(), online.end(), c)) out->push_back(c);
+    }
+    return Status::Ok();
+  }
+  static Status Int(const std::string& path, int* out) {
+    std::string text;
+    if (ReadTrimmed(path, &text) && !ParseNumber(text, out)) return Corrupt(path, "not a number");
+    return Status::Ok();
+  }
+  // The caches CPU `cpu` (sysfs folder `dir`) sees.
+  Status Caches(const std::string& dir, int cpu, std::vector<CacheInstance>* out) const {
+    std::error_code ec;
+    for (int index = 0; std::filesystem::exists(dir + "/cache/index" + std::to_string(index), ec); ++index) {
+      std::string cache = dir + "/cache/index" + std::to_string(index);
+      CacheInstance c;
+      c.cpus = {cpu};
+      std::string size;
+      if (!ReadTrimmed(cache + "/type", &c.type) || !ReadTrimmed(cache + "/size", &size)) continue;
+      Result<uint64_t> bytes = ParseSize(size);
+      if (!bytes.ok()) return Corrupt(cache + "/size", bytes.error().message);
+      c.size_bytes = *bytes;
+      Status s = Int(cache + "/level", &c.level);
+      if (s.ok()) s = List(cache + "/shared_cpu_list", &c.cpus);
+      if (!s.ok()) return s;
+      out->push_back(std::move(c));
+    }
+    return Status::Ok();
+  }
+};
+
 Result<RawTopology> SysfsTopology(const std::string& root, const CpuInfo& cpuinfo) {
   RawTopology raw;
   std::string cpu_dir = RootedPath(root, "/sys/devices/system/cpu");
@@ -106,31 +162,12 @@ Result<RawTopology> SysfsTopology(const std::string& root, const CpuInfo& cpuinf
     online = NumberedEntries(cpu_dir, "cpu");
   }
   if (online.empty()) {
-    std::map<std::tuple<int, int, int>, Core> cores;
-    for (const CpuInfo::Processor& p : cpuinfo.processors) {
-      // Without "core id" (aarch64) each processor counts as its own core.
-      Core& core = cores[{std::max(p.package, 0), p.core, p.core >= 0 ? -1 : p.id}];
-      core.package = std::max(p.package, 0);
-      core.cpus.push_back(p.id);
-    }
-    for (auto& [key, core] : cores) raw.cores.push_back(core);
+    raw.cores = CoresFromCpuInfo(cpuinfo);
     return raw;
   }
-  // Lists in sysfs may name offline CPUs; the probe describes online ones.
-  auto read_list = [&](const std::string& path, std::vector<int>* out) -> Status {
-    if (!ReadTrimmed(path, &text)) return Status::Ok();
-    Result<std::vector<int>> r = ParseCpuList(text);
-    if (!r.ok()) return Corrupt(path, r.error().message);
-    out->clear();
-    for (int c : *r) {
-      if (std::binary_search(online.begin(), online.end(), c)) out->push_back(c);
-    }
-    return Status::Ok();
-  };
-  auto read_int = [&](const std::string& path, int* out) -> Status {
-    if (ReadTrimmed(path, &text) && !ParseNumber(text, out)) return Corrupt(path, "not a number");
-    return Status::Ok();
-  };
+  const OnlineReader reader{online};
+  auto read_list = [&](const std::string& path, std::vector<int>* out) { return reader.List(path, out); };
+  auto read_int = [&](const std::string& path, int* out) { return OnlineReader::Int(path, out); };
 
   struct CpuIds {
     int package = 0, core = -1;
@@ -145,21 +182,7 @@ Result<RawTopology> SysfsTopology(const std::string& root, const CpuInfo& cpuinf
     if (s.ok()) s = read_list(dir + "/topology/thread_siblings_list", &id.siblings);
     if (!s.ok()) return s.error();
     id.package = std::max(id.package, 0);  // old ARM kernels report -1
-    std::error_code ec;
-    for (int index = 0; std::filesystem::exists(dir + "/cache/index" + std::to_string(index), ec); ++index) {
-      std::string cache = dir + "/cache/index" + std::to_string(index);
-      CacheInstance c;
-      c.cpus = {cpu};
-      std::string size;
-      if (!ReadTrimmed(cache + "/type", &c.type) || !ReadTrimmed(cache + "/size", &size)) continue;
-      Result<uint64_t> bytes = ParseSize(size);
-      if (!bytes.ok()) return Corrupt(cache + "/size", bytes.error().message);
-      c.size_bytes = *bytes;
-      if (s = read_int(cache + "/level", &c.level); s.ok())
-        s = read_list(cache + "/shared_cpu_list", &c.cpus);
-      if (!s.ok()) return s.error();
-      raw.caches.push_back(std::move(c));
-    }
+    if (s = reader.Caches(dir, cpu, &raw.caches); !s.ok()) return s.error();
   }
   // A core is its set of SMT siblings; without that file, the CPUs sharing a
   // (package, core_id) pair.

@@ -150,6 +150,57 @@ Result<UpstreamConfig> ReadUpstream(const toml::table& t, const std::string& whe
   return u;
 }
 
+Status ReadTargets(const toml::array& targets, const std::string& at, const std::set<std::string>& ups,
+                   std::vector<Target>* out) {
+  for (const auto& e : targets) {
+    auto s = e.value<std::string>();
+    size_t colon = s ? s->find(':') : std::string::npos;
+    if (!s || colon == std::string::npos || colon == 0 || colon + 1 == s->size())
+      return Bad(at, "a target must look like \"local:MODEL\" or \"UPSTREAM:MODEL\"");
+    Target tg{s->substr(0, colon), s->substr(colon + 1)};
+    if (!tg.local() && !ups.count(tg.upstream))
+      return Bad(at, "target " + *s + " names no [[upstream]] '" + tg.upstream + "'");
+    out->push_back(tg);
+  }
+  return {};
+}
+
+// A route's canary = { target = "...", steps = [...], hold, min_requests, ... }.
+Result<CanaryConfig> ReadCanary(const toml::node& cn, const std::string& where_c, const std::set<std::string>& ups) {
+  const toml::table* ct = cn.as_table();
+  if (!ct) return Bad(where_c, "must be an inline table { target = \"...\", steps = [5, 25, 50, 100], ... }");
+  CanaryConfig k;
+  std::string target;
+  int64_t min_requests = k.min_requests;
+  for (Status s : {Get(*ct, "target", where_c, &target), GetSeconds(*ct, "hold", where_c, &k.hold_s),
+                   Get(*ct, "min_requests", where_c, &min_requests),
+                   Get(*ct, "max_p99_ratio", where_c, &k.max_p99_ratio),
+                   Get(*ct, "max_error_rate", where_c, &k.max_error_rate), Get(*ct, "shadow", where_c, &k.shadow)}) {
+    if (!s) return s.error();
+  }
+  const size_t colon = target.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == target.size())
+    return Bad(where_c, "target must look like \"local:MODEL\" or \"UPSTREAM:MODEL\"");
+  k.target = {target.substr(0, colon), target.substr(colon + 1)};
+  if (!k.target.local() && !ups.count(k.target.upstream))
+    return Bad(where_c, "target " + target + " names no [[upstream]] '" + k.target.upstream + "'");
+  if (const toml::array* steps = (*ct)["steps"].as_array()) {
+    k.steps.clear();
+    double last = 0;
+    for (const auto& e : *steps) {
+      auto v = e.value<double>();
+      if (!v || *v <= last || *v > 100) return Bad(where_c, "steps must rise within (0, 100], like [5, 25, 50, 100]");
+      k.steps.push_back(last = *v);
+    }
+    if (k.steps.empty()) return Bad(where_c, "steps must not be empty");
+  }
+  if (min_requests < 1) return Bad(where_c, "min_requests must be at least 1");
+  k.min_requests = static_cast<int>(min_requests);
+  if (k.max_p99_ratio <= 0) return Bad(where_c, "max_p99_ratio must be positive");
+  if (k.max_error_rate < 0 || k.max_error_rate > 1) return Bad(where_c, "max_error_rate must be within [0, 1]");
+  return k;
+}
+
 Result<RouteConfig> ReadRoute(const toml::table& t, const std::string& where,
                               const std::set<std::string>& ups) {
   RouteConfig r;
@@ -159,16 +210,7 @@ Result<RouteConfig> ReadRoute(const toml::table& t, const std::string& where,
   const toml::array* targets = t["targets"].as_array();
   if (!targets || targets->empty())
     return Bad(at, "targets must list at least one \"local:MODEL\" or \"UPSTREAM:MODEL\"");
-  for (const auto& e : *targets) {
-    auto s = e.value<std::string>();
-    size_t colon = s ? s->find(':') : std::string::npos;
-    if (!s || colon == std::string::npos || colon == 0 || colon + 1 == s->size())
-      return Bad(at, "a target must look like \"local:MODEL\" or \"UPSTREAM:MODEL\"");
-    Target tg{s->substr(0, colon), s->substr(colon + 1)};
-    if (!tg.local() && !ups.count(tg.upstream))
-      return Bad(at, "target " + *s + " names no [[upstream]] '" + tg.upstream + "'");
-    r.targets.push_back(tg);
-  }
+  if (Status st = ReadTargets(*targets, at, ups, &r.targets); !st) return st.error();
   std::string policy = "local_first";
   if (Status s = Get(t, "policy", at, &policy); !s) return s.error();
   if (policy == "local_first")
@@ -215,39 +257,9 @@ Result<RouteConfig> ReadRoute(const toml::table& t, const std::string& where,
   else
     return Bad(at, "cache must be deterministic, all or off, not '" + cache + "'");
   if (const toml::node* cn = t.get("canary")) {
-    const toml::table* ct = cn->as_table();
-    const std::string where_c = at + " canary";
-    if (!ct) return Bad(where_c, "must be an inline table { target = \"...\", steps = [5, 25, 50, 100], ... }");
-    CanaryConfig k;
-    std::string target;
-    int64_t min_requests = k.min_requests;
-    for (Status s : {Get(*ct, "target", where_c, &target), GetSeconds(*ct, "hold", where_c, &k.hold_s),
-                     Get(*ct, "min_requests", where_c, &min_requests),
-                     Get(*ct, "max_p99_ratio", where_c, &k.max_p99_ratio),
-                     Get(*ct, "max_error_rate", where_c, &k.max_error_rate), Get(*ct, "shadow", where_c, &k.shadow)}) {
-      if (!s) return s.error();
-    }
-    const size_t colon = target.find(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == target.size())
-      return Bad(where_c, "target must look like \"local:MODEL\" or \"UPSTREAM:MODEL\"");
-    k.target = {target.substr(0, colon), target.substr(colon + 1)};
-    if (!k.target.local() && !ups.count(k.target.upstream))
-      return Bad(where_c, "target " + target + " names no [[upstream]] '" + k.target.upstream + "'");
-    if (const toml::array* steps = (*ct)["steps"].as_array()) {
-      k.steps.clear();
-      double last = 0;
-      for (const auto& e : *steps) {
-        auto v = e.value<double>();
-        if (!v || *v <= last || *v > 100) return Bad(where_c, "steps must rise within (0, 100], like [5, 25, 50, 100]");
-        k.steps.push_back(last = *v);
-      }
-      if (k.steps.empty()) return Bad(where_c, "steps must not be empty");
-    }
-    if (min_requests < 1) return Bad(where_c, "min_requests must be at least 1");
-    k.min_requests = static_cast<int>(min_requests);
-    if (k.max_p99_ratio <= 0) return Bad(where_c, "max_p99_ratio must be positive");
-    if (k.max_error_rate < 0 || k.max_error_rate > 1) return Bad(where_c, "max_error_rate must be within [0, 1]");
-    r.canary = k;
+    auto k = ReadCanary(*cn, at + " canary", ups);
+    if (!k) return k.error();
+    r.canary = *k;
   }
   std::string on_budget = "local_only";
   if (Status s = Get(t, "on_budget_exceeded", at, &on_budget); !s) return s.error();

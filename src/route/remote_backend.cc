@@ -345,6 +345,53 @@ HttpSpec RemoteBackend::Spec(const std::string& path, const std::string& body, c
   return s;
 }
 
+Error RemoteBackend::NoAnswer(HttpCall& call, AttemptInfo* info, Clock::time_point start,
+                             Clock::time_point route_deadline) {
+  const std::string where = "upstream '" + config_.name + "'";
+  // Read how the call ended before cancelling it: a cancel ends it too.
+  const bool ended = call.done();
+  const std::string why = call.error_text();
+  const bool timeout = call.error() == TransportError::kTimeout || !ended;
+  call.Cancel();
+  info->outcome = timeout ? Outcome::kTimeout : Outcome::kConnect;
+  // Cut short by the route's deadline, not by this upstream's own timeout:
+  // no verdict on the upstream.
+  const bool cut_by_route =
+      !ended && Clock::now() >= route_deadline &&
+      route_deadline < start + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(config_.first_byte_timeout_s));
+  if (!cut_by_route) breaker_.Failure();
+  return MakeError(timeout ? ErrorCode::kTimeout : ErrorCode::kUpstream,
+                   where + (timeout ? ": no response in time" : ": cannot connect") +
+                       (!ended || why.empty() ? "" : " (" + why + ")"));
+}
+
+Error RemoteBackend::Refusal(HttpCall& call, int status, Outcome outcome, int retry_after) {
+  const std::string where = "upstream '" + config_.name + "'";
+  const std::string body = call.ReadAll(Clock::now() + std::chrono::seconds(2), 64 << 10);
+  const std::string said =
+      where + " answered HTTP " + std::to_string(status) + ": " + UpstreamMessage(body, keys_);
+  Error e{ErrorCode::kUpstream, said};
+  switch (outcome) {
+    case Outcome::kRateLimited:
+      e.code = ErrorCode::kRateLimited;
+      e.retry_after_s = retry_after > 0 ? retry_after : 1;
+      break;
+    case Outcome::kAuth:
+      e.code = ErrorCode::kUnavailable;
+      break;
+    case Outcome::kClient:
+      e.code = status == 404 ? ErrorCode::kNotFound : ErrorCode::kInvalidArgument;
+      e.upstream_status = status;
+      break;
+    default:
+      e.retry_after_s = retry_after;
+      breaker_.Failure();
+      break;
+  }
+  return e;
+}
+
 Result<std::unique_ptr<backend::Completion>> RemoteBackend::StartAttempt(const backend::GenerationRequest& r,
                                                                        AttemptInfo* info,
                                                                        Clock::time_point route_deadline,
@@ -412,24 +459,7 @@ Result<std::unique_ptr<backend::Completion>> RemoteBackend::StartAttempt(const b
   }
   if (!status && call->done()) status = call->WaitStatus(Clock::now());
   info->http_status = status;
-  if (status == 0) {
-    // Read how the call ended before cancelling it: a cancel ends it too.
-    const bool ended = call->done();
-    const std::string why = call->error_text();
-    const bool timeout = call->error() == TransportError::kTimeout || !ended;
-    call->Cancel();
-    info->outcome = timeout ? Outcome::kTimeout : Outcome::kConnect;
-    // Cut short by the route's deadline, not by this upstream's own timeout:
-    // no verdict on the upstream.
-    const bool cut_by_route =
-        !ended && Clock::now() >= route_deadline &&
-        route_deadline < start + std::chrono::duration_cast<Clock::duration>(
-                                     std::chrono::duration<double>(config_.first_byte_timeout_s));
-    if (!cut_by_route) breaker_.Failure();
-    return MakeError(timeout ? ErrorCode::kTimeout : ErrorCode::kUpstream,
-                     where + (timeout ? ": no response in time" : ": cannot connect") +
-                         (!ended || why.empty() ? "" : " (" + why + ")"));
-  }
+  if (status == 0) return NoAnswer(*call, info, start, route_deadline);
   info->outcome = ClassifyStatus(status);
   if (info->outcome != Outcome::kOk) {
     const int retry_after = RetryAfter(*call);
@@ -442,28 +472,7 @@ Result<std::unique_ptr<backend::Completion>> RemoteBackend::StartAttempt(const b
       keys_.Rejected(*key, status);
     }
     report(KeyQueue::Verdict::kOther);  // (a no-op after a 429's report)
-    const std::string body = call->ReadAll(Clock::now() + std::chrono::seconds(2), 64 << 10);
-    const std::string said =
-        where + " answered HTTP " + std::to_string(status) + ": " + UpstreamMessage(body, keys_);
-    Error e{ErrorCode::kUpstream, said};
-    switch (info->outcome) {
-      case Outcome::kRateLimited:
-        e.code = ErrorCode::kRateLimited;
-        e.retry_after_s = retry_after > 0 ? retry_after : 1;
-        break;
-      case Outcome::kAuth:
-        e.code = ErrorCode::kUnavailable;
-        break;
-      case Outcome::kClient:
-        e.code = status == 404 ? ErrorCode::kNotFound : ErrorCode::kInvalidArgument;
-        e.upstream_status = status;
-        break;
-      default:
-        e.retry_after_s = retry_after;
-        breaker_.Failure();
-        break;
-    }
-    return e;
+    return Refusal(*call, status, info->outcome, retry_after);
   }
   report(KeyQueue::Verdict::kAccepted);
   release.n = nullptr;  // the completion gives the slot back when it ends

@@ -73,6 +73,12 @@ class RemoteBackend final : public backend::Backend {
  private:
   HttpSpec Spec(const std::string& path, const std::string& body, const std::string& key,
                 const std::string& ledger_id = "") const;
+  // An attempt's call that gave no status: a timeout or a failed connect
+  // (the breaker counts it unless the route's deadline cut it short).
+  Error NoAnswer(HttpCall& call, AttemptInfo* info, Clock::time_point start, Clock::time_point route_deadline);
+  // An attempt answered with a non-2xx status: the error it means, the
+  // upstream's own message read from its body.
+  Error Refusal(HttpCall& call, int status, Outcome outcome, int retry_after);
 
   const UpstreamConfig config_;
   HttpClient& http_;

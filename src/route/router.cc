@@ -15,6 +15,45 @@ using backend::Clock;
 using Dur = std::chrono::duration<double>;
 
 
+// The failures of a route's targets, summed into the one error the client
+// gets: the targets' common code, else 502, or 429/503 when every target
+// only asked to wait; the shortest Retry-After any of them gave.
+struct RouteFailures {
+  std::vector<std::string> lines;
+  bool all_unavailable = true;  // every target refused with kUnavailable or kRateLimited
+  bool any_rate_limited = false;
+  std::optional<ErrorCode> same_code;  // set while every failure had this code
+  bool mixed = false;
+  int retry_after = 0;
+
+  void Add(const std::string& target, const Error& e) {
+    if (e.code == ErrorCode::kRateLimited)
+      any_rate_limited = true;
+    else if (e.code != ErrorCode::kUnavailable)
+      all_unavailable = false;
+    if (e.retry_after_s > 0) retry_after = retry_after ? std::min(retry_after, e.retry_after_s) : e.retry_after_s;
+    lines.push_back(target + ": " + e.message);
+    if (same_code && *same_code != e.code) mixed = true;
+    same_code = e.code;
+  }
+  // A local target tried last, after an overflow sent the request past it.
+  void AddLastResort(const std::string& target, const Error& e) {
+    lines.push_back(target + ": " + e.message);
+    all_unavailable = all_unavailable && e.code == ErrorCode::kUnavailable;
+  }
+  Error Summary(const std::string& route) const {
+    std::string why = "route '" + route + "': no target could serve the request";
+    for (const std::string& f : lines) why += "; " + f;
+    Error e = MakeError(!mixed && same_code ? *same_code
+                        : !all_unavailable  ? ErrorCode::kUpstream
+                        : any_rate_limited  ? ErrorCode::kRateLimited
+                                            : ErrorCode::kUnavailable,
+                        why);
+    e.retry_after_s = std::max(1, retry_after);
+    return e;
+  }
+};
+
 }  // namespace
 
 Router::Router(RouterConfig config, serve::LocalBackend& local, std::unique_ptr<Spend> spend)
@@ -160,13 +199,8 @@ Result<std::unique_ptr<backend::Completion>> Router::StartRoute(RouteState* st, 
   std::vector<size_t> order = Order(route, r, &blocks, &pending);
   std::vector<size_t> deferred;  // local targets skipped for overflow: the last resort
   std::string overflow;
-  std::vector<std::string> failures;
+  RouteFailures failures;
   int attempts = 0;
-  bool all_unavailable = true;  // every target refused with kUnavailable or kRateLimited
-  bool any_rate_limited = false;
-  std::optional<ErrorCode> same_code;  // set while every failure had this code
-  bool mixed = false;
-  int retry_after = 0;
   const bool has_remote =
       std::any_of(route.targets.begin(), route.targets.end(), [](auto& t) { return !t.local(); });
   auto finish = [&](size_t i, TargetStarter::Started&& tt) -> std::unique_ptr<backend::Completion> {
@@ -222,15 +256,7 @@ Result<std::unique_ptr<backend::Completion>> Router::StartRoute(RouteState* st, 
       ++st->overflowed;
       metrics_.Add(series::kOverflow, Labels({{"route", route.name}, {"reason", "queue_full"}}));
     }
-    if (e.code == ErrorCode::kRateLimited)
-      any_rate_limited = true;
-    else if (e.code != ErrorCode::kUnavailable)
-      all_unavailable = false;
-    if (e.retry_after_s > 0)
-      retry_after = retry_after ? std::min(retry_after, e.retry_after_s) : e.retry_after_s;
-    failures.push_back(t.Label() + ": " + e.message);
-    if (same_code && *same_code != e.code) mixed = true;
-    same_code = e.code;
+    failures.Add(t.Label(), e);
     ++attempts;
   }
   // Every other target failed: a slow local answer beats none.
@@ -240,19 +266,10 @@ Result<std::unique_ptr<backend::Completion>> Router::StartRoute(RouteState* st, 
       overflow += "+last_resort";
       return finish(i, std::move(*tt));
     }
-    failures.push_back(route.targets[i].Label() + ": " + tt.error().message);
-    all_unavailable = all_unavailable && tt.error().code == ErrorCode::kUnavailable;
+    failures.AddLastResort(route.targets[i].Label(), tt.error());
   }
-  std::string why = "route '" + route.name + "': no target could serve the request";
-  for (const std::string& f : failures) why += "; " + f;
-  Error e = MakeError(!mixed && same_code ? *same_code
-                      : !all_unavailable  ? ErrorCode::kUpstream
-                      : any_rate_limited  ? ErrorCode::kRateLimited
-                                          : ErrorCode::kUnavailable,
-                      why);
-  e.retry_after_s = std::max(1, retry_after);
   metrics_.Add(series::kRequests, Labels({{"route", route.name}, {"target", "none"}, {"outcome", "failed"}}));
-  return e;
+  return failures.Summary(route.name);
 }
 
 Result<backend::Embeddings> Router::Embed(const backend::EmbeddingRequest& r,

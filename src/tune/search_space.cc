@@ -82,16 +82,11 @@ std::vector<int> ThreadCandidates(const hw::MachineInfo& m) {
   return {t.begin(), t.end()};
 }
 
-SearchSpace BuildSearchSpace(const hw::MachineInfo& m, const SpaceRequest& r) {
-  SearchSpace s;
-  const int phys = PhysicalCores(m);
-  s.defaults = DefaultConfig(phys, r.workload == Workload::kChat ? 1 : r.concurrency);
+namespace {
 
-  Dimension threads{"threads", {}}, tbatch{"threads_batch", {}};
-  for (int t : ThreadCandidates(m)) {
-    threads.values.push_back({std::to_string(t), [t](Config& c) { c.threads = t; }});
-    tbatch.values.push_back({std::to_string(t), [t](Config& c) { c.threads_batch = t; }});
-  }
+// No pinning, or each named CPU set loosely (where it is not every usable
+// CPU: that is what "none" already does) and strictly.
+Dimension PlacementDimension(const hw::MachineInfo& m) {
   Dimension place{"placement", {{"none", [](Config& c) {
                                    c.placement = "none";
                                    c.cpus.clear();
@@ -113,6 +108,42 @@ SearchSpace BuildSearchSpace(const hw::MachineInfo& m, const SpaceRequest& r) {
                               c.strict_cpu = true;
                             }});
   }
+  return place;
+}
+
+// How the weights are loaded: mmap or read, repacked or not, AMX or not.
+Dimension LoadDimension(const SpaceRequest& r) {
+  Dimension load{"load", {}};
+  auto add_load = [&load](const std::string& label, engine::LoadMode mode, bool repack, bool amx = true) {
+    load.values.push_back({label, [mode, repack, amx](Config& c) {
+                             c.load_mode = mode;
+                             c.repack = repack;
+                             c.amx = amx;
+                           }});
+  };
+  add_load("mmap+repack", engine::LoadMode::kMmap, true);
+  // Where AMX works, whether its kernels beat the AVX-512 repacked layouts
+  // depends on the weight type and the batch (prefill gains most): measured.
+  if (r.amx_usable) add_load("mmap+repack,no-amx", engine::LoadMode::kMmap, true, false);
+  add_load("mmap,no-repack", engine::LoadMode::kMmap, false);
+  add_load("no-mmap+repack", engine::LoadMode::kNoMmap, true);
+  if (r.mlock_allowed) add_load("mlock+repack", engine::LoadMode::kMlock, true);
+  return load;
+}
+
+}  // namespace
+
+SearchSpace BuildSearchSpace(const hw::MachineInfo& m, const SpaceRequest& r) {
+  SearchSpace s;
+  const int phys = PhysicalCores(m);
+  s.defaults = DefaultConfig(phys, r.workload == Workload::kChat ? 1 : r.concurrency);
+
+  Dimension threads{"threads", {}}, tbatch{"threads_batch", {}};
+  for (int t : ThreadCandidates(m)) {
+    threads.values.push_back({std::to_string(t), [t](Config& c) { c.threads = t; }});
+    tbatch.values.push_back({std::to_string(t), [t](Config& c) { c.threads_batch = t; }});
+  }
+  Dimension place = PlacementDimension(m);
   Dimension poll{"poll", {}};
   // OpenMP builds of ggml ignore the poll level: only the default is left, and
   // the one-value dimension is dropped below.
@@ -144,21 +175,7 @@ SearchSpace BuildSearchSpace(const hw::MachineInfo& m, const SpaceRequest& r) {
 
   Dimension kv{"kv_type", {}};
   for (const char* t : {"f16", "q8_0"}) kv.values.push_back({t, [t](Config& c) { c.kv_type = t; }});
-  Dimension load{"load", {}};
-  auto add_load = [&load](const std::string& label, engine::LoadMode mode, bool repack, bool amx = true) {
-    load.values.push_back({label, [mode, repack, amx](Config& c) {
-                             c.load_mode = mode;
-                             c.repack = repack;
-                             c.amx = amx;
-                           }});
-  };
-  add_load("mmap+repack", engine::LoadMode::kMmap, true);
-  // Where AMX works, whether its kernels beat the AVX-512 repacked layouts
-  // depends on the weight type and the batch (prefill gains most): measured.
-  if (r.amx_usable) add_load("mmap+repack,no-amx", engine::LoadMode::kMmap, true, false);
-  add_load("mmap,no-repack", engine::LoadMode::kMmap, false);
-  add_load("no-mmap+repack", engine::LoadMode::kNoMmap, true);
-  if (r.mlock_allowed) add_load("mlock+repack", engine::LoadMode::kMlock, true);
+  Dimension load = LoadDimension(r);
   s.extra = {kv, load};
   if (r.workload == Workload::kServer && r.concurrency > 1) {
     // Server slots: fewer slots than clients queue the rest (lower KV memory,
