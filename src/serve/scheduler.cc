@@ -244,94 +244,101 @@ void Scheduler::Admit() {
   DropAbandoned();
   for (;;) {
     Pending p;
-    Slot* best = nullptr;
-    size_t best_common = 0;
-    Slot* donor = nullptr;  // another slot holding a longer prefix of the prompt
-    size_t donor_common = 0;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (queue_.empty()) return;
-      const Job& front = *queue_.front().job;
-      for (auto& s : slots_) {
-        if (s->job) continue;
-        size_t n = SharedPrefix(*s, front);
-        if (!best || n > best_common || (n == best_common && s->last_used < best->last_used)) {
-          best = s.get();
-          best_common = n;
-        }
-      }
-      if (!best) return;  // all slots busy
-      // A shared system prompt often sits in another slot (busy or idle):
-      // copying its KV beats prefilling the same tokens again.
-      for (auto& s : slots_) {
-        if (s.get() == best) continue;
-        size_t n = SharedPrefix(*s, front);
-        if (n >= best_common + kMinPrefixCopy && n > (donor ? donor_common : 0)) {
-          donor = s.get();
-          donor_common = n;
-        }
-      }
-      p = std::move(queue_.front());
-      queue_.pop_front();
-      // Counted as running in the same critical section as the pop: between
-      // the two, RoomLocked would find the job in neither place and admit one
-      // request past the bound (the prefix copy below can take milliseconds).
-      ++active_;
-      metrics_->Set(metric::kWaiting, name_, static_cast<double>(queue_.size()));
-    }
-    Slot& s = *best;
-    // The slot's from here on: if anything below throws, the loop's barrier
-    // finishes the job like any other in a slot (and the running count with it).
-    s.job = std::move(p.job);
-    s.result = JobResult();
-    s.stops = std::make_unique<engine::StopMatcher>(s.job->stops);
-    s.utf8 = engine::Utf8Stream();
-    const auto& prompt = s.job->prompt;
-    const CacheMatch from_cache = WorthRestoring(*s.job, donor ? donor_common : best_common);
-    // Taken before SaveSlot, whose Put may push the very entry out of RAM.
-    CacheTier served = CacheTier::kNone;
-    auto state = from_cache.tier != CacheTier::kNone ? cache_->Load(from_cache, &served) : nullptr;
-    // Before the slot's KV is replaced or cut: what it holds beyond the new
-    // prompt's prefix may be a conversation that comes back (a tail of a few
-    // tokens is not worth a copy of the whole sequence).
-    if (s.cached.size() >= best_common + kMinSaveTail) SaveSlot(s);
-    bool restored = false;
-    if (state) {
-      restored = RestoreFromCache(s, from_cache, *state, served);
-      best_common = restored ? from_cache.tokens : 0;  // a refused restore leaves the slot empty
-    }
-    if (donor && !restored) {
-      // Slots live in separate KV streams, where llama.cpp copies whole
-      // sequences only; the truncation below cuts the copy to the shared prefix.
-      session_->ClearSequence(s.id);
-      session_->CopySequence(donor->id, s.id, -1, -1);
-      s.cached = donor->cached;
-      best_common = donor_common;
-    }
-    s.scope = s.job->cache_scope;
-    // The last prompt token must go through decode again to produce logits.
-    size_t keep = std::min(best_common, prompt.size() - 1);
-    if (!session_->TruncateSequence(s.id, static_cast<int>(keep))) {
-      session_->ClearSequence(s.id);
-      keep = 0;
-    }
-    s.cached.resize(keep);
-    s.prefilled = keep;
-    s.last_job = s.job;
-    s.sampler = std::move(p.sampler);
-    s.draft.clear();
-    s.draft_index.clear();
-    s.spec_len = std::min(4, opt_.spec_max);
-    s.spec_misses = s.spec_pause = 0;
-    if (drafter_) drafter_->Begin(s.id, prompt);
-    s.result.prompt_tokens = static_cast<int>(prompt.size());
-    s.result.cached_tokens = static_cast<int>(keep);
-    s.result.timings.enqueued = s.job->created;
-    s.result.timings.started = Clock::now();
-    metrics_->Add(metric::kPrefixQueries, name_, static_cast<double>(prompt.size()));
-    metrics_->Add(metric::kPrefixHits, name_, static_cast<double>(keep));
-    metrics_->Observe(metric::kQueue, name_, s.result.timings.queue_seconds());
+    SlotPick pick;
+    if (!TakeNext(&p, &pick)) return;
+    StartSlot(std::move(p), pick);
   }
+}
+
+bool Scheduler::TakeNext(Pending* p, SlotPick* pick) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (queue_.empty()) return false;
+  const Job& front = *queue_.front().job;
+  for (auto& s : slots_) {
+    if (s->job) continue;
+    size_t n = SharedPrefix(*s, front);
+    if (!pick->best || n > pick->best_common || (n == pick->best_common && s->last_used < pick->best->last_used)) {
+      pick->best = s.get();
+      pick->best_common = n;
+    }
+  }
+  if (!pick->best) return false;  // all slots busy
+  // A shared system prompt often sits in another slot (busy or idle):
+  // copying its KV beats prefilling the same tokens again.
+  for (auto& s : slots_) {
+    if (s.get() == pick->best) continue;
+    size_t n = SharedPrefix(*s, front);
+    if (n >= pick->best_common + kMinPrefixCopy && n > (pick->donor ? pick->donor_common : 0)) {
+      pick->donor = s.get();
+      pick->donor_common = n;
+    }
+  }
+  *p = std::move(queue_.front());
+  queue_.pop_front();
+  // Counted as running in the same critical section as the pop: between
+  // the two, RoomLocked would find the job in neither place and admit one
+  // request past the bound (the prefix copy below can take milliseconds).
+  ++active_;
+  metrics_->Set(metric::kWaiting, name_, static_cast<double>(queue_.size()));
+  return true;
+}
+
+void Scheduler::StartSlot(Pending p, const SlotPick& pick) {
+  Slot& s = *pick.best;
+  Slot* donor = pick.donor;
+  const size_t donor_common = pick.donor_common;
+  size_t best_common = pick.best_common;
+  // The slot's from here on: if anything below throws, the loop's barrier
+  // finishes the job like any other in a slot (and the running count with it).
+  s.job = std::move(p.job);
+  s.result = JobResult();
+  s.stops = std::make_unique<engine::StopMatcher>(s.job->stops);
+  s.utf8 = engine::Utf8Stream();
+  const auto& prompt = s.job->prompt;
+  const CacheMatch from_cache = WorthRestoring(*s.job, donor ? donor_common : best_common);
+  // Taken before SaveSlot, whose Put may push the very entry out of RAM.
+  CacheTier served = CacheTier::kNone;
+  auto state = from_cache.tier != CacheTier::kNone ? cache_->Load(from_cache, &served) : nullptr;
+  // Before the slot's KV is replaced or cut: what it holds beyond the new
+  // prompt's prefix may be a conversation that comes back (a tail of a few
+  // tokens is not worth a copy of the whole sequence).
+  if (s.cached.size() >= best_common + kMinSaveTail) SaveSlot(s);
+  bool restored = false;
+  if (state) {
+    restored = RestoreFromCache(s, from_cache, *state, served);
+    best_common = restored ? from_cache.tokens : 0;  // a refused restore leaves the slot empty
+  }
+  if (donor && !restored) {
+    // Slots live in separate KV streams, where llama.cpp copies whole
+    // sequences only; the truncation below cuts the copy to the shared prefix.
+    session_->ClearSequence(s.id);
+    session_->CopySequence(donor->id, s.id, -1, -1);
+    s.cached = donor->cached;
+    best_common = donor_common;
+  }
+  s.scope = s.job->cache_scope;
+  // The last prompt token must go through decode again to produce logits.
+  size_t keep = std::min(best_common, prompt.size() - 1);
+  if (!session_->TruncateSequence(s.id, static_cast<int>(keep))) {
+    session_->ClearSequence(s.id);
+    keep = 0;
+  }
+  s.cached.resize(keep);
+  s.prefilled = keep;
+  s.last_job = s.job;
+  s.sampler = std::move(p.sampler);
+  s.draft.clear();
+  s.draft_index.clear();
+  s.spec_len = std::min(4, opt_.spec_max);
+  s.spec_misses = s.spec_pause = 0;
+  if (drafter_) drafter_->Begin(s.id, prompt);
+  s.result.prompt_tokens = static_cast<int>(prompt.size());
+  s.result.cached_tokens = static_cast<int>(keep);
+  s.result.timings.enqueued = s.job->created;
+  s.result.timings.started = Clock::now();
+  metrics_->Add(metric::kPrefixQueries, name_, static_cast<double>(prompt.size()));
+  metrics_->Add(metric::kPrefixHits, name_, static_cast<double>(keep));
+  metrics_->Observe(metric::kQueue, name_, s.result.timings.queue_seconds());
 }
 
 void Scheduler::Step() {

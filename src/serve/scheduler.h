@@ -174,6 +174,17 @@ class Scheduler {
   // false: the slot is left empty (and an entry llama.cpp refused is dropped)
   bool RestoreFromCache(Slot& s, const CacheMatch& m, const std::vector<uint8_t>& state, CacheTier served);
   void SaveSlot(Slot& s);  // what the slot holds, into the prompt cache (before it is overwritten)
+  // Admit's choice for the queue's first job: the free slot holding the
+  // longest prefix of its prompt, and another slot holding a longer one to
+  // copy from.
+  struct SlotPick {
+    Slot* best = nullptr;
+    size_t best_common = 0;
+    Slot* donor = nullptr;
+    size_t donor_common = 0;
+  };
+  bool TakeNext(Pending* p, SlotPick* pick);  // pops it, under mu_; false: empty queue or no free slot
+  void StartSlot(Pending p, const SlotPick& pick);  // KV reuse, restore or copy, then the slot's fresh state
   void Publish();  // the slots' state for Forecast, after each step
   Clock::time_point forecast_gauges_at_{};  // scheduler thread only: last slot-wait gauge update
 
