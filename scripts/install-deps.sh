@@ -7,7 +7,7 @@ PKGS=(
   libhwloc-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libssl-dev libcurl4-openssl-dev
   libsqlite3-dev libpq-dev postgresql tzdata
-  curl clang-format python3
+  curl clang-format clang-tidy python3  # clang-tidy: the function-size check (scripts/check_layout.py)
   # cpp-httplib is the 0.54 vendored in the pinned llama.cpp tree (scripts/build-llama.sh), not a package
   prometheus  # promtool: tests lint /metrics with `promtool check metrics`
   wrk  # bench/router_overhead.mjs: the serial figures from a C client
