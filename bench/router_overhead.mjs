@@ -23,6 +23,10 @@ const ROUNDS = Number(arg('rounds', 3));
 const LEVELS = arg('concurrency', '1,8,64').split(',').map(Number);
 const HONE = arg('hone', path.join(root, 'build/hone'));
 const WRK_SECONDS = Number(arg('wrk-seconds', 5));  // 0: no wrk rounds
+// A second hone binary (an older build) measured in the same interleaved rounds.
+const HONE_B = arg('hone-b', '');
+const NAMES = ['direct', 'hone', ...(HONE_B ? ['hone_b'] : []), 'portkey'];
+const LABEL = { direct: 'direct', hone: 'hone serve', hone_b: `hone serve (${HONE_B})`, portkey: 'Portkey gateway' };
 
 function freePort() {
   return 20000 + Math.floor(Math.random() * 20000);
@@ -100,7 +104,7 @@ async function wrkSerial(target, seconds, dir) {
 const up = await startFakeUpstream();
 await up.script({ default: { ttft_ms: 0, tokens: 4, tokens_per_s: 1e6 } });
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'hone-overhead-'));
-const honePort = freePort(), pkPort = freePort();
+const honePort = freePort(), pkPort = freePort(), honeBPort = freePort();
 fs.writeFileSync(path.join(tmp, 'hone.toml'), `
 [[upstream]]
 name = "fake"
@@ -115,16 +119,21 @@ policy = "failover"
 const hone = spawn(HONE, ['serve', '--config', path.join(tmp, 'hone.toml'), '-m',
   path.resolve(root, '../shared/models/stories260K.gguf'), '--port', String(honePort), '--quiet', 'true', '--threads', '1'],
   { stdio: 'ignore' });
+const honeB = HONE_B ? spawn(HONE_B, ['serve', '--config', path.join(tmp, 'hone.toml'), '-m',
+  path.resolve(root, '../shared/models/stories260K.gguf'), '--port', String(honeBPort), '--quiet', 'true', '--threads', '1'],
+  { stdio: 'ignore' }) : null;
 const pkMain = path.join(root, 'bench/node/node_modules/@portkey-ai/gateway/build/start-server.js');
 if (!fs.existsSync(pkMain)) execFileSync('npm', ['ci', '--no-audit', '--no-fund'], { cwd: path.join(root, 'bench/node') });
 const portkey = spawn('node', [pkMain, `--port=${pkPort}`, '--headless'], { stdio: 'ignore' });
 try {
   await waitFor(`http://127.0.0.1:${honePort}/health`);
+  if (honeB) await waitFor(`http://127.0.0.1:${honeBPort}/health`);
   await waitFor(`http://127.0.0.1:${pkPort}/`);
   const json = { 'Content-Type': 'application/json' };
   const targets = {
     direct: { url: `${up.url}/v1/chat/completions`, model: 'm', headers: { ...json, Authorization: 'Bearer sk-bench' } },
     hone: { url: `http://127.0.0.1:${honePort}/v1/chat/completions`, model: 'cloud', headers: json },
+    ...(honeB ? { hone_b: { url: `http://127.0.0.1:${honeBPort}/v1/chat/completions`, model: 'cloud', headers: json } } : {}),
     portkey: { url: `http://127.0.0.1:${pkPort}/v1/chat/completions`, model: 'm',
                headers: { ...json, Authorization: 'Bearer sk-bench', 'x-portkey-provider': 'openai',
                           'x-portkey-custom-host': `${up.url}/v1` } },
@@ -132,9 +141,9 @@ try {
   for (const t of Object.values(targets)) await load(t, 50, 4);  // warm-up
   const results = {};
   for (const c of LEVELS) {
-    results[c] = { direct: [], hone: [], portkey: [] };
-    const tput = { direct: [], hone: [], portkey: [] };
-    const failed = { direct: 0, hone: 0, portkey: 0 };
+    results[c] = Object.fromEntries(NAMES.map((n) => [n, []]));
+    const tput = Object.fromEntries(NAMES.map((n) => [n, []]));
+    const failed = Object.fromEntries(NAMES.map((n) => [n, 0]));
     for (let round = 0; round < ROUNDS; ++round) {
       const names = Object.keys(targets);
       if (round % 2) names.reverse();
@@ -153,7 +162,7 @@ try {
   // wrk, one connection, interleaved rounds of WRK_SECONDS per path.
   let wrk = null;
   if (WRK_SECONDS > 0 && haveWrk()) {
-    wrk = { seconds: WRK_SECONDS, rounds: ROUNDS, runs: { direct: [], hone: [], portkey: [] } };
+    wrk = { seconds: WRK_SECONDS, rounds: ROUNDS, runs: Object.fromEntries(NAMES.map((n) => [n, []])) };
     for (let round = 0; round < ROUNDS; ++round) {
       const names = Object.keys(targets);
       if (round % 2) names.reverse();
@@ -170,7 +179,7 @@ try {
       return { mean: m, ci95: xs.length > 1 ? (2.0 * sd) / Math.sqrt(xs.length) : null };  // one round: no spread
     };
     wrk.added = {};
-    for (const name of ['hone', 'portkey']) {
+    for (const name of NAMES.filter((n) => n !== 'direct')) {
       wrk.added[name] = {
         p50_us: stat(wrk.runs[name].map((r, i) => r.p50_us - wrk.runs.direct[i].p50_us)),
         p99_us: stat(wrk.runs[name].map((r, i) => r.p99_us - wrk.runs.direct[i].p99_us)),
@@ -188,13 +197,13 @@ try {
   fs.writeFileSync(base + '.json', JSON.stringify(out, null, 2));
   const md = [`# ${out.benchmark}`, '', `- date: ${out.date}`, `- machine: ${cpu}, ${os.cpus().length} CPUs (the upstream, the routers and the client share them)`,
     `- ${ROUNDS} interleaved rounds of ${REQUESTS} non-streamed chat requests per path and concurrency; upstream: tests/node/fake_upstream.mjs (timers only)`,
-    `- command: \`node bench/router_overhead.mjs --requests ${REQUESTS} --rounds ${ROUNDS} --concurrency ${LEVELS.join(',')} --wrk-seconds ${WRK_SECONDS}\``, '',
+    `- command: \`node bench/router_overhead.mjs --requests ${REQUESTS} --rounds ${ROUNDS} --concurrency ${LEVELS.join(',')} --wrk-seconds ${WRK_SECONDS}${HONE_B ? ' --hone-b ' + HONE_B : ''}\``, '',
     '| clients | path | p50 ms | p99 ms | added p50 ms | added p99 ms | req/s | vs direct | failed |', '|---|---|---|---|---|---|---|---|---|'];
   for (const c of LEVELS) {
     const d = results[c].direct;
-    for (const name of ['direct', 'hone', 'portkey']) {
+    for (const name of NAMES) {
       const r = results[c][name];
-      md.push(`| ${c} | ${name === 'hone' ? 'hone serve' : name === 'portkey' ? 'Portkey gateway' : 'direct'} | ${r.p50_ms.toFixed(2)} | ${r.p99_ms.toFixed(2)} | ` +
+      md.push(`| ${c} | ${LABEL[name]} | ${r.p50_ms.toFixed(2)} | ${r.p99_ms.toFixed(2)} | ` +
               `${name === 'direct' ? '-' : (r.p50_ms - d.p50_ms).toFixed(2)} | ${name === 'direct' ? '-' : (r.p99_ms - d.p99_ms).toFixed(2)} | ` +
               `${r.req_per_s.toFixed(0)} | ${(r.req_per_s / d.req_per_s).toFixed(2)}x | ${r.failed} |`);
     }
@@ -204,9 +213,9 @@ try {
             'added = each round\'s difference from direct, mean ± 95% CI over the rounds:', '',
             '| path | p50 us (rounds) | p99 us (rounds) | added p50 us | added p99 us | errors |', '|---|---|---|---|---|---|');
     const fmt = (x) => x.mean.toFixed(0) + (x.ci95 === null ? ' (1 round)' : ` ± ${x.ci95.toFixed(0)}`);
-    for (const name of ['direct', 'hone', 'portkey']) {
+    for (const name of NAMES) {
       const runs = wrk.runs[name], a = wrk.added[name];
-      md.push(`| ${name === 'hone' ? 'hone serve' : name === 'portkey' ? 'Portkey gateway' : 'direct'} | ${runs.map((r) => r.p50_us).join(', ')} | ` +
+      md.push(`| ${LABEL[name]} | ${runs.map((r) => r.p50_us).join(', ')} | ` +
               `${runs.map((r) => r.p99_us).join(', ')} | ${a ? fmt(a.p50_us) : '-'} | ${a ? fmt(a.p99_us) : '-'} | ${runs.reduce((x, r) => x + r.errors, 0)} |`);
     }
   }
@@ -214,6 +223,7 @@ try {
   console.log(md.join('\n'));
 } finally {
   hone.kill('SIGTERM');
+  if (honeB) honeB.kill('SIGTERM');
   portkey.kill('SIGTERM');
   await up.close();
 }

@@ -62,6 +62,7 @@ def main():
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--n", type=int, default=128)
     ap.add_argument("--hone", default=os.path.join(ROOT, "build/hone"))
+    ap.add_argument("--hone-b", help="a second hone binary (an older build), measured in the same interleaved reps")
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "bench/results"))
     ap.add_argument("--peer-bin", default=os.environ.get("HONE_PEER_BIN"),
                     help="folder with llama-bench/llama-quantize (default: the pinned cached build)")
@@ -76,13 +77,19 @@ def main():
     # Warm the page cache and both code paths once, unmeasured.
     run_peer(peer_bin, model, threads, 16)
     run_hone(a.hone, model, threads, 16)
-    hone_tps, peer_tps = [], []
+    if a.hone_b:
+        run_hone(a.hone_b, model, threads, 16)
+    samples = {"hone": [], "hone_b": [], "peer": []}
+    runners = {"hone": lambda: run_hone(a.hone, model, threads, a.n),
+               "hone_b": lambda: run_hone(a.hone_b, model, threads, a.n),
+               "peer": lambda: run_peer(peer_bin, model, threads, a.n)}
+    names = ["hone", "hone_b", "peer"] if a.hone_b else ["hone", "peer"]
     for i in range(a.reps):
-        order = [("hone", run_hone), ("peer", run_peer)] if i % 2 == 0 else [("peer", run_peer), ("hone", run_hone)]
-        for name, fn in order:
-            v = fn(a.hone if name == "hone" else peer_bin, model, threads, a.n)
-            (hone_tps if name == "hone" else peer_tps).append(v)
+        for name in (names if i % 2 == 0 else names[::-1]):
+            v = runners[name]()
+            samples[name].append(v)
             print(f"rep {i + 1}/{a.reps} {name}: {v:.2f} tok/s", file=sys.stderr)
+    hone_tps, peer_tps = samples["hone"], samples["peer"]
 
     h, p = summary(hone_tps), summary(peer_tps)
     ratios = [x / y for x, y in zip(hone_tps, peer_tps)]  # paired: same rep, adjacent in time
@@ -96,6 +103,9 @@ def main():
         "hone": h, "llama_bench": p, "ratio": r, "hone_samples": hone_tps, "llama_bench_samples": peer_tps,
         "within_5pct": abs(r["mean"] - 1) <= 0.05,
     }
+    if a.hone_b:
+        result["hone_b"] = {"binary": a.hone_b, **summary(samples["hone_b"]), "samples": samples["hone_b"]}
+        result["hone_vs_hone_b"] = summary([x / y for x, y in zip(hone_tps, samples["hone_b"])])
     host = socket.gethostname().split(".")[0]
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M")
     os.makedirs(a.out_dir, exist_ok=True)
@@ -107,12 +117,17 @@ def main():
           f"- date: {result['date']}", f"- machine: {m['cpu_model']} ({m['arch']}), {m['physical_cores']} cores / "
           f"{m['logical_cpus']} CPUs, {m['bandwidth_gbps']:.1f} GB/s measured read bandwidth, fingerprint {m['fingerprint']}",
           f"- model: `{result['model']}`, threads {threads}, {a.reps} interleaved repetitions of {a.n} generated tokens",
-          f"- command: `bench/tg_vs_llama_bench.py --threads {threads} --reps {a.reps} --n {a.n}`", "",
+          f"- command: `bench/tg_vs_llama_bench.py --threads {threads} --reps {a.reps} --n {a.n}"
+          + (f" --hone-b {a.hone_b}" if a.hone_b else "") + "`", "",
           "| tool | mean tok/s | ± 95% CI | stddev | min | max | CV |", "|---|---|---|---|---|---|---|"]
     for name, s in (("hone run", h), ("llama-bench tg%d" % a.n, p)):
         md.append(f"| {name} | {s['mean']:.2f} | {s['ci95']:.2f} | {s['stddev']:.2f} | {s['min']:.2f} | {s['max']:.2f} | {100 * s['cv']:.1f}% |")
     md += ["", f"**hone / llama-bench = {r['mean']:.3f} ± {r['ci95']:.3f}** (paired per repetition, 95% CI); "
            f"within 5%: {'yes' if result['within_5pct'] else 'no'}", ""]
+    if a.hone_b:
+        b, rb = result["hone_b"], result["hone_vs_hone_b"]
+        md += [f"hone run ({a.hone_b}): {b['mean']:.2f} ± {b['ci95']:.2f} tok/s; "
+               f"**hone / that build = {rb['mean']:.3f} ± {rb['ci95']:.3f}** (paired per repetition)", ""]
     with open(base + ".md", "w") as f:
         f.write("\n".join(md))
     print("\n".join(md))
