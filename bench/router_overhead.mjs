@@ -23,7 +23,8 @@ const ROUNDS = Number(arg('rounds', 3));
 const LEVELS = arg('concurrency', '1,8,64').split(',').map(Number);
 const HONE = arg('hone', path.join(root, 'build/hone'));
 const WRK_SECONDS = Number(arg('wrk-seconds', 5));  // 0: no wrk rounds
-// A second hone binary (an older build) measured in the same interleaved rounds.
+// A second hone binary (an older build) measured in the same interleaved rounds;
+// each server keeps its spend ledger in its own folder (one owner per ledger).
 const HONE_B = arg('hone-b', '');
 const NAMES = ['direct', 'hone', ...(HONE_B ? ['hone_b'] : []), 'portkey'];
 const LABEL = { direct: 'direct', hone: 'hone serve', hone_b: `hone serve (${HONE_B})`, portkey: 'Portkey gateway' };
@@ -117,10 +118,12 @@ targets = ["fake:m"]
 policy = "failover"
 `);
 const hone = spawn(HONE, ['serve', '--config', path.join(tmp, 'hone.toml'), '-m',
-  path.resolve(root, '../shared/models/stories260K.gguf'), '--port', String(honePort), '--quiet', 'true', '--threads', '1'],
+  path.resolve(root, '../shared/models/stories260K.gguf'), '--port', String(honePort), '--quiet', 'true', '--threads', '1',
+  '--state-dir', path.join(tmp, 'state-a')],
   { stdio: 'ignore' });
 const honeB = HONE_B ? spawn(HONE_B, ['serve', '--config', path.join(tmp, 'hone.toml'), '-m',
-  path.resolve(root, '../shared/models/stories260K.gguf'), '--port', String(honeBPort), '--quiet', 'true', '--threads', '1'],
+  path.resolve(root, '../shared/models/stories260K.gguf'), '--port', String(honeBPort), '--quiet', 'true', '--threads', '1',
+  '--state-dir', path.join(tmp, 'state-b')],
   { stdio: 'ignore' }) : null;
 const pkMain = path.join(root, 'bench/node/node_modules/@portkey-ai/gateway/build/start-server.js');
 if (!fs.existsSync(pkMain)) execFileSync('npm', ['ci', '--no-audit', '--no-fund'], { cwd: path.join(root, 'bench/node') });

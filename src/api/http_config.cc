@@ -28,14 +28,17 @@ const std::vector<Setting<HttpConfig>>& HttpSettings() {
       {"metrics-compat", "vllm: /metrics also writes vLLM's names (vllm:num_requests_waiting, ...)",
        [](HttpConfig& c, const std::string& v) {
          if (v != "vllm" && v != "none")
-           return Status(MakeError(ErrorCode::kInvalidArgument, "metrics-compat: '" + v + "' is not vllm or none"));
+           return Status(
+               MakeError(ErrorCode::kInvalidArgument, "metrics-compat: '" + v + "' is not vllm or none"));
          c.metrics_compat = v == "none" ? "" : v;
          return Status::Ok();
        }},
       {"max-connections",
        "API requests on a worker at once (being answered, streamed or queued); beyond it 503 + Retry-After. "
        "Connections still sending their request, or idle, hold no worker",
-       [](HttpConfig& c, const std::string& v) { return SetInt("max-connections", v, &c.max_connections, 1); }},
+       [](HttpConfig& c, const std::string& v) {
+         return SetInt("max-connections", v, &c.max_connections, 1);
+       }},
       {"max-connections-per-client",
        "Open API connections one client address may hold (0 = no cap); beyond it 429 at accept",
        [](HttpConfig& c, const std::string& v) {
@@ -44,9 +47,13 @@ const std::vector<Setting<HttpConfig>>& HttpSettings() {
       {"read-timeout", "Seconds a client may stay silent while sending its request (headers or body)",
        [](HttpConfig& c, const std::string& v) { return SetInt("read-timeout", v, &c.read_timeout, 1); }},
       {"header-timeout", "Seconds a client may take to send a whole request's headers (slowloris guard)",
-       [](HttpConfig& c, const std::string& v) { return SetWholeSeconds("header-timeout", v, &c.header_timeout, 1); }},
+       [](HttpConfig& c, const std::string& v) {
+         return SetWholeSeconds("header-timeout", v, &c.header_timeout, 1);
+       }},
       {"body-timeout", "Seconds a client may take to send a request's body, after its headers",
-       [](HttpConfig& c, const std::string& v) { return SetWholeSeconds("body-timeout", v, &c.body_timeout, 1); }},
+       [](HttpConfig& c, const std::string& v) {
+         return SetWholeSeconds("body-timeout", v, &c.body_timeout, 1);
+       }},
       {"drain-timeout", "Seconds a SIGTERM lets requests in flight finish before they are cut short",
        [](HttpConfig& c, const std::string& v) {
          int s = 0;
@@ -58,11 +65,13 @@ const std::vector<Setting<HttpConfig>>& HttpSettings() {
        [](HttpConfig& c, const std::string& v) { return c.max_body = v, Status::Ok(); }},
       {"api-key-file", "File of API keys, one per line (Bearer auth)",
        [](HttpConfig& c, const std::string& v) { return c.api_key_file = v, Status::Ok(); }},
-      {"api-keys", "Comma-separated API keys, from the environment or a config file only (a flag would show in ps)",
+      {"api-keys",
+       "Comma-separated API keys, from the environment or a config file only (a flag would show in ps)",
        [](HttpConfig& c, const std::string& v) { return c.api_keys = v, Status::Ok(); }},
       {"admin-key-file", "File of admin keys (load, unload, spend, canary); default: any API key",
        [](HttpConfig& c, const std::string& v) { return c.admin_key_file = v, Status::Ok(); }},
-      {"admin-keys", "Comma-separated admin keys, from the environment or a config file only (a flag would show in ps)",
+      {"admin-keys",
+       "Comma-separated admin keys, from the environment or a config file only (a flag would show in ps)",
        [](HttpConfig& c, const std::string& v) { return c.admin_keys = v, Status::Ok(); }},
       {"cors-origin", "Allowed CORS origin (default: CORS off)",
        [](HttpConfig& c, const std::string& v) { return c.cors_origin = v, Status::Ok(); }},
@@ -79,7 +88,8 @@ const std::vector<Setting<HttpConfig>>& HttpSettings() {
 
 namespace {
 
-Result<std::vector<std::string>> LoadKeys(const std::string& list, const std::string& file, const char* what) {
+Result<std::vector<std::string>> LoadKeys(const std::string& list, const std::string& file,
+                                          const char* what) {
   std::vector<std::string> keys = SplitComma(list);
   if (!file.empty()) {
     std::ifstream f(file);
@@ -89,7 +99,8 @@ Result<std::vector<std::string>> LoadKeys(const std::string& list, const std::st
       if (!line.empty() && line[0] != '#') keys.push_back(line);
     }
     if (keys.empty())
-      return MakeError(ErrorCode::kInvalidArgument, std::string("the ") + what + " file " + file + " has no keys");
+      return MakeError(ErrorCode::kInvalidArgument,
+                       std::string("the ") + what + " file " + file + " has no keys");
   }
   return keys;
 }

@@ -20,15 +20,15 @@ struct HttpConfig {
   std::string max_body = "8M";
   int max_connections = 1024;  // API requests on a worker at once (answered, streamed, queued); beyond: 503
   int max_connections_per_client = 0;  // open API connections per client address (0: no cap); beyond: 429
-  int read_timeout = 30;       // seconds a client may take to send a chunk of its request (headers or body)
-  double header_timeout = 30;  // seconds for a whole request's headers (from accept, or the previous answer)
-  double body_timeout = 120;   // seconds for a request's body, after its headers
-  std::string api_key_file;    // one key per line
-  std::string api_keys;        // comma-separated (HONE_API_KEYS); prefer the file
-  std::string admin_key_file;  // keys for the admin endpoints, one per line
-  std::string admin_keys;      // comma-separated (HONE_ADMIN_KEYS)
-  std::string cors_origin;     // empty = CORS off
-  std::string allowed_hosts;   // comma-separated Host names beyond loopback ones
+  int read_timeout = 30;        // seconds a client may take to send a chunk of its request (headers or body)
+  double header_timeout = 30;   // seconds for a whole request's headers (from accept, or the previous answer)
+  double body_timeout = 120;    // seconds for a request's body, after its headers
+  std::string api_key_file;     // one key per line
+  std::string api_keys;         // comma-separated (HONE_API_KEYS); prefer the file
+  std::string admin_key_file;   // keys for the admin endpoints, one per line
+  std::string admin_keys;       // comma-separated (HONE_ADMIN_KEYS)
+  std::string cors_origin;      // empty = CORS off
+  std::string allowed_hosts;    // comma-separated Host names beyond loopback ones
   std::string allowed_origins;  // comma-separated web origins beyond loopback ones
   bool quiet = false;           // no per-request log lines
 };

@@ -16,10 +16,10 @@ namespace hone::api {
 
 // The caller, from the key it presents.
 struct Caller {
-  bool known = false;  // an API or admin key of this server, or a server without keys
-  bool admin = false;  // one of the admin keys
+  bool known = false;      // an API or admin key of this server, or a server without keys
+  bool admin = false;      // one of the admin keys
   bool presented = false;  // some key was sent
-  std::string tenant;  // the key's fingerprint; empty on a server without keys
+  std::string tenant;      // the key's fingerprint; empty on a server without keys
 };
 
 // What of a request the checks read.

@@ -75,7 +75,9 @@ Status ApplyToml(ServeSettings& c, const std::string& path) {
     const toml::node* n = t.get(key);
     if (!n) continue;
     auto v = TomlText(*n);
-    if (!v) return MakeError(ErrorCode::kInvalidArgument, "config " + path + ": '" + key + "' has an unsupported type");
+    if (!v)
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "config " + path + ": '" + key + "' has an unsupported type");
     if (Status st = s.set(c, *v); !st)
       return MakeError(st.error().code, "config " + path + ": " + st.error().message);
   }

@@ -38,8 +38,8 @@ struct ResidentModel {
 struct RenderedPrompt {
   std::string model;  // canonical name
   std::vector<int32_t> tokens;
-  std::string prompt;  // the template's text, or the plain transcript without a template
-  std::string format;  // the tool-call format's name, or "transcript"
+  std::string prompt;         // the template's text, or the plain transcript without a template
+  std::string format;         // the tool-call format's name, or "transcript"
   bool grammar = false;       // a grammar constrains the answer
   bool grammar_lazy = false;  // ...only from its trigger on
 };

@@ -35,7 +35,8 @@ bool Backoff(double wait, const backend::GenerationRequest& r) {
   const auto wake = Clock::now() + std::chrono::duration_cast<Clock::duration>(Dur(wait));
   while (Clock::now() < wake) {
     if (r.cancelled && r.cancelled()) return false;
-    std::this_thread::sleep_for(std::min<Clock::duration>(wake - Clock::now(), std::chrono::milliseconds(50)));
+    std::this_thread::sleep_for(
+        std::min<Clock::duration>(wake - Clock::now(), std::chrono::milliseconds(50)));
   }
   return true;
 }
@@ -49,8 +50,8 @@ Error BreakerOpen(RemoteBackend& up, const std::string& name) {
 }  // namespace
 
 AttemptsResult RunAttempts(RemoteBackend& up, const RouteConfig& route, const Target& target,
-                           const backend::GenerationRequest& r, Clock::time_point deadline, RouteMetrics& metrics,
-                           Jitter& jitter) {
+                           const backend::GenerationRequest& r, Clock::time_point deadline,
+                           RouteMetrics& metrics, Jitter& jitter) {
   const std::string label = target.Label();
   auto count = [&](const char* series_name, const char* key, const std::string& value) {
     metrics.Add(series_name, Labels({{"route", route.name}, {"target", label}, {key, value}}));

@@ -20,7 +20,8 @@ namespace hone::route {
 // Called once when a routed answer ends: its TTFT (none when it failed before
 // text), total seconds, whether it failed, and the index of the target that
 // served it.
-using AnswerEnd = std::function<void(std::optional<double> ttft_s, double total_s, bool error, size_t target)>;
+using AnswerEnd =
+    std::function<void(std::optional<double> ttft_s, double total_s, bool error, size_t target)>;
 
 class CanaryArms {
  public:

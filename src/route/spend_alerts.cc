@@ -75,13 +75,15 @@ void SpendAlerts::Fire(const BudgetPeriod& p, int64_t spent, double th) {
   const bool monthly = p.period.rfind("M:", 0) == 0;
   const char* window = monthly ? "monthly" : "daily";
   if (permille >= 1000)
-    std::fprintf(stderr,
-                 "[hone] ALERT budget '%s' %s %s is spent: %s of %s; its requests now go local or are refused\n",
-                 p.budget.c_str(), window, p.period.substr(2).c_str(), FormatMoney(spent).c_str(),
-                 FormatMoney(p.cap).c_str());
+    std::fprintf(
+        stderr,
+        "[hone] ALERT budget '%s' %s %s is spent: %s of %s; its requests now go local or are refused\n",
+        p.budget.c_str(), window, p.period.substr(2).c_str(), FormatMoney(spent).c_str(),
+        FormatMoney(p.cap).c_str());
   else
-    std::fprintf(stderr, "[hone] ALERT budget '%s' %s %s reached %d%%: %s of %s spent\n", p.budget.c_str(), window,
-                 p.period.substr(2).c_str(), permille / 10, FormatMoney(spent).c_str(), FormatMoney(p.cap).c_str());
+    std::fprintf(stderr, "[hone] ALERT budget '%s' %s %s reached %d%%: %s of %s spent\n", p.budget.c_str(),
+                 window, p.period.substr(2).c_str(), permille / 10, FormatMoney(spent).c_str(),
+                 FormatMoney(p.cap).c_str());
   {
     std::lock_guard<std::mutex> lock(mu_);
     char th_label[16];
@@ -142,7 +144,8 @@ void SpendAlerts::WebhookLoop() {
 void SpendAlerts::RenderMetrics(std::string* out) const {
   std::lock_guard<std::mutex> lock(mu_);
   *out += serve::FamilyHeader("hone_budget_alerts_total", "counter", "Budget threshold alerts fired");
-  for (const auto& [l, n] : alerts_by_budget_) *out += "hone_budget_alerts_total{" + l + "} " + std::to_string(n) + "\n";
+  for (const auto& [l, n] : alerts_by_budget_)
+    *out += "hone_budget_alerts_total{" + l + "} " + std::to_string(n) + "\n";
 }
 
 }  // namespace hone::route

@@ -46,11 +46,11 @@ class SpendAlerts {
   Ledger& ledger_;
   const std::function<void()> flush_;
 
-  mutable std::mutex mu_;  // guards the two below
+  mutable std::mutex mu_;                         // guards the two below
   std::set<std::string> fired_;                   // GUARDED_BY(mu_): "budget|period|permille" seen here
   std::map<std::string, long> alerts_by_budget_;  // GUARDED_BY(mu_): labels -> count
 
-  HttpClient http_;  // the webhook's
+  HttpClient http_;     // the webhook's
   std::mutex hook_mu_;  // guards the queue and stopping_; hook_cv_ wakes the thread
   std::condition_variable hook_cv_;
   std::deque<std::string> hook_queue_;  // GUARDED_BY(hook_mu_): JSON bodies to POST

@@ -44,7 +44,8 @@ std::string Spend::Json(const std::string& for_month) {
   const double now = Now();
   const PeriodKeys keys = PeriodsAt(now);
   const std::string month = for_month.empty() ? keys.month : for_month;
-  json out = {{"month", month}, {"day", keys.day}, {"timezone", config_.timezone}, {"ledger", ledger_->kind()}};
+  json out = {
+      {"month", month}, {"day", keys.day}, {"timezone", config_.timezone}, {"ledger", ledger_->kind()}};
   FlushWriter();
   auto totals = ledger_->Totals(month);
   auto group = [](const std::vector<SpendTotal>& v) {
@@ -103,9 +104,12 @@ std::string Spend::Json(const std::string& for_month) {
   } else if (auto f = ledger_->InFlight(now); f) {
     out["reservations_in_flight"] = {{"count", f->first}, {"amount", Money(f->second)}};
   }
-  if (auto h = holds_in_memory_ ? Result<std::vector<Ledger::Held>>(std::vector<Ledger::Held>{}) : ledger_->HeldReservations(); h)
+  if (auto h = holds_in_memory_ ? Result<std::vector<Ledger::Held>>(std::vector<Ledger::Held>{})
+                                : ledger_->HeldReservations();
+      h)
     for (const Ledger::Held& r : *h)
-      held.push_back({{"id", r.id}, {"amount", Money(r.amount)}, {"expires_in_s", std::max(0.0, r.expires - now)}});
+      held.push_back(
+          {{"id", r.id}, {"amount", Money(r.amount)}, {"expires_in_s", std::max(0.0, r.expires - now)}});
   out["reservations"] = std::move(held);
   return out.dump();
 }
@@ -136,16 +140,19 @@ void Spend::RenderMetrics(std::string* out) {
     *out += serve::FamilyHeader("hone_budget_remaining", "gauge", "Cap minus spent and reserved") + remaining;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  *out += serve::FamilyHeader("hone_spend_cost_total", "counter", "Cost settled per upstream, in the price currency");
+  *out += serve::FamilyHeader("hone_spend_cost_total", "counter",
+                              "Cost settled per upstream, in the price currency");
   for (const auto& [up, v] : spent_by_upstream_)
     *out += "hone_spend_cost_total{" + Labels({{"upstream", up}}) + "} " + std::to_string(v) + "\n";
-  *out += serve::FamilyHeader("hone_spend_reservations_in_flight", "gauge", "Budget holds of requests in flight") + "hone_spend_reservations_in_flight " +
-          std::to_string(holds_in_flight_) + "\n";
+  *out += serve::FamilyHeader("hone_spend_reservations_in_flight", "gauge",
+                              "Budget holds of requests in flight") +
+          "hone_spend_reservations_in_flight " + std::to_string(holds_in_flight_) + "\n";
   *out += serve::FamilyHeader("hone_budget_refusals_total", "counter", "Requests a budget refused");
   for (const auto& [b, n] : refusals_by_budget_)
     *out += "hone_budget_refusals_total{" + Labels({{"budget", b}}) + "} " + std::to_string(n) + "\n";
   alerts_->RenderMetrics(out);
-  *out += serve::FamilyHeader("hone_spend_ledger_errors_total", "counter", "Ledger writes that failed") + "hone_spend_ledger_errors_total " +
+  *out += serve::FamilyHeader("hone_spend_ledger_errors_total", "counter", "Ledger writes that failed") +
+          "hone_spend_ledger_errors_total " +
           std::to_string(ledger_errors_ + (writer_ ? writer_->errors() : 0)) + "\n";
 }
 

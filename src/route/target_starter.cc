@@ -28,8 +28,8 @@ std::string PromptText(const backend::GenerationRequest& r) {
 }  // namespace
 
 TargetStarter::TargetStarter(serve::LocalBackend& local,
-                             const std::map<std::string, std::unique_ptr<RemoteBackend>>& upstreams, Spend* spend,
-                             RouteMetrics& metrics)
+                             const std::map<std::string, std::unique_ptr<RemoteBackend>>& upstreams,
+                             Spend* spend, RouteMetrics& metrics)
     : local_(local), upstreams_(upstreams), spend_(spend), metrics_(metrics) {}
 
 RemoteBackend* TargetStarter::Upstream(const std::string& name) const {
@@ -70,7 +70,8 @@ Status TargetStarter::Reserve(const RouteConfig& route, const Target& t, backend
   auto hold = spend_->Reserve(route.name, t.upstream, t.model, r->tenant, price, prompt_bound, max_tokens);
   if (!hold) {
     if (budget_refused && hold.error().code == ErrorCode::kRateLimited) *budget_refused = true;
-    metrics_.Add(series::kAttempts, Labels({{"route", route.name}, {"target", t.Label()}, {"outcome", "budget"}}));
+    metrics_.Add(series::kAttempts,
+                 Labels({{"route", route.name}, {"target", t.Label()}, {"outcome", "budget"}}));
     return hold.error();
   }
   out->hold = std::move(*hold);
@@ -87,8 +88,9 @@ Result<TargetStarter::Started> TargetStarter::StartLocal(const RouteConfig& rout
   auto c = local_.Start(r, forecast ? forecast->prepared : nullptr);
   if (!c) {
     if (out.hold) spend_->Release(*out.hold);
-    metrics_.Add(series::kAttempts,
-                 Labels({{"route", route.name}, {"target", t.Label()}, {"outcome", CodeLabel(c.error().code)}}));
+    metrics_.Add(
+        series::kAttempts,
+        Labels({{"route", route.name}, {"target", t.Label()}, {"outcome", CodeLabel(c.error().code)}}));
     return c.error();
   }
   out.completion = std::move(*c);

@@ -24,8 +24,9 @@ namespace hone::route {
 class TargetStarter {
  public:
   // All referenced objects outlive the starter; `spend` null: no ledger.
-  TargetStarter(serve::LocalBackend& local, const std::map<std::string, std::unique_ptr<RemoteBackend>>& upstreams,
-                Spend* spend, RouteMetrics& metrics);
+  TargetStarter(serve::LocalBackend& local,
+                const std::map<std::string, std::unique_ptr<RemoteBackend>>& upstreams, Spend* spend,
+                RouteMetrics& metrics);
 
   struct Started {
     std::unique_ptr<backend::Completion> completion;
@@ -38,13 +39,14 @@ class TargetStarter {
   // rendered is started, so neither is made twice. When a budget refuses,
   // `*budget_refused` is set and the error (429) names the budget.
   Result<Started> Start(const RouteConfig& route, const Target& t, const backend::GenerationRequest& r,
-                        backend::Clock::time_point deadline, const serve::LocalBackend::Forecast* forecast = nullptr,
+                        backend::Clock::time_point deadline,
+                        const serve::LocalBackend::Forecast* forecast = nullptr,
                         bool* budget_refused = nullptr);
   // Settles a target's part of an answer (at its end or when that target
   // broke). Prompt tokens the target did not report are counted with the
   // route's local tokenizer where one is loaded.
-  void Settle(const RouteConfig& route, SpendHold& hold, const backend::GenerationRequest& r, backend::Usage usage,
-              const std::string& outcome);
+  void Settle(const RouteConfig& route, SpendHold& hold, const backend::GenerationRequest& r,
+              backend::Usage usage, const std::string& outcome);
   // Whether a target can continue a partial answer (local always can).
   bool CanContinue(const Target& t) const;
   RouteMetrics& metrics() { return metrics_; }

@@ -23,8 +23,9 @@ void Forecaster::RecordStep(double seconds, int prefill_tokens, int generating) 
     // turn (a few tokens past its cached prefix) makes every prompt token look
     // as dear as a whole step, and the next long prompt's forecast comes out
     // many times too slow (a local_first route then overflows it for nothing).
-    const double base =
-        generating > 0 ? StepSecondsLocked(generating) : step_s_by_n_.empty() ? 0 : StepSecondsLocked(1);
+    const double base = generating > 0         ? StepSecondsLocked(generating)
+                        : step_s_by_n_.empty() ? 0
+                                               : StepSecondsLocked(1);
     const double prompt_s = std::clamp(seconds - base, 0.0, seconds);
     // Weighted by tokens, not by steps: a short turn slowed by a preemption
     // moves the rate by its few tokens' worth, not by a fifth of the way.
@@ -69,10 +70,10 @@ double Forecaster::WaitLocked(const Queue& q, const std::vector<double>& frees, 
   const int ahead = q.waiting;  // each takes a slot before this request does
   if (ahead < free_slots) return 0;
   const int need = ahead - free_slots + 1;  // slot releases this request waits for
-  const double avg_prompt = q.waiting_prompts.empty() ? prompt_tokens
-                                                      : std::accumulate(q.waiting_prompts.begin(),
-                                                                        q.waiting_prompts.end(), 0.0) /
-                                                            q.waiting_prompts.size();
+  const double avg_prompt = q.waiting_prompts.empty()
+                                ? prompt_tokens
+                                : std::accumulate(q.waiting_prompts.begin(), q.waiting_prompts.end(), 0.0) /
+                                      q.waiting_prompts.size();
   const double job_s = avg_prompt * prefill_s_per_token_ + avg_completion_ * step_s;
   if (need <= static_cast<int>(frees.size())) return frees[need - 1];
   const int waves = (need - static_cast<int>(frees.size()) + q.slots - 1) / q.slots;
@@ -94,7 +95,8 @@ LoadForecast Forecaster::Predict(const Queue& q, const std::vector<engine::Token
   // The best cached prefix in any slot: the slot itself, or a copy from it.
   size_t cached = 0;
   for (const SlotView& s : view_) {
-    if (s.last && s.last->cache_scope == scope) cached = std::max(cached, CommonPrefix(s.last->prompt, prompt));
+    if (s.last && s.last->cache_scope == scope)
+      cached = std::max(cached, CommonPrefix(s.last->prompt, prompt));
   }
   // A longer prefix in the prompt cache, when restoring it beats prefilling
   // the difference (the scheduler decides so too, in WorthRestoring).
@@ -115,7 +117,8 @@ LoadForecast Forecaster::Predict(const Queue& q, const std::vector<engine::Token
   for (const SlotView& s : view_) {
     if (!s.job) continue;
     const Job& j = *s.job;
-    const double expect = j.max_tokens >= 0 ? j.max_tokens : std::max<double>(avg_completion_, s.generated + 1);
+    const double expect =
+        j.max_tokens >= 0 ? j.max_tokens : std::max<double>(avg_completion_, s.generated + 1);
     const double prefill = (j.prompt.size() - std::min(s.prefilled, j.prompt.size())) * prefill_s_per_token_;
     frees.push_back(prefill + std::max(1.0, expect - s.generated) * step_s);
   }

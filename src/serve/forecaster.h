@@ -22,9 +22,9 @@ namespace hone::serve {
 // overflow decision (route/router.h) reads it before sending.
 struct LoadForecast {
   double ttft_s = 0;
-  double wait_s = 0;        // of ttft_s, until a slot takes it
-  int cached_tokens = 0;    // of the prompt, in some slot's KV or the prompt cache
-  int uncached_tokens = 0;  // to prefill
+  double wait_s = 0;                        // of ttft_s, until a slot takes it
+  int cached_tokens = 0;                    // of the prompt, in some slot's KV or the prompt cache
+  int uncached_tokens = 0;                  // to prefill
   CacheTier cache_tier = CacheTier::kNone;  // where the cached tokens would come from (kNone: a slot)
   double restore_s = 0;                     // of ttft_s, restoring them from that tier
   int waiting = 0, active = 0, slots = 0;
@@ -69,7 +69,8 @@ class Forecaster {
  private:
   double StepSecondsLocked(int n) const;  // needs mu_
   // Seconds until the request's turn for a slot, given when each busy slot frees.
-  double WaitLocked(const Queue& q, const std::vector<double>& frees, size_t prompt_tokens, double step_s) const;
+  double WaitLocked(const Queue& q, const std::vector<double>& frees, size_t prompt_tokens,
+                    double step_s) const;
 
   mutable std::mutex mu_;  // guards everything below
   std::vector<SlotView> view_;

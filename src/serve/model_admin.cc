@@ -89,8 +89,8 @@ std::vector<backend::PromptCacheView> LocalModelAdmin::PromptCaches(const std::s
                                .disk_limit_bytes = cache.options().disk_bytes,
                                .entries = {}};
     for (const auto& e : cache.List())
-      v.entries.push_back({e.scope, static_cast<int>(e.tokens), e.bytes, CacheTierName(e.tier), e.on_disk, e.age_s,
-                           e.idle_s});
+      v.entries.push_back({e.scope, static_cast<int>(e.tokens), e.bytes, CacheTierName(e.tier), e.on_disk,
+                           e.age_s, e.idle_s});
     out.push_back(std::move(v));
   }
   return out;

@@ -24,7 +24,7 @@ void Scheduler::Publish() {
 }
 
 LoadForecast Scheduler::Forecast(const std::vector<engine::Token>& prompt, int max_tokens,
-                                  const std::string& scope) const {
+                                 const std::string& scope) const {
   // The prompt cache first: it has its own lock, never taken inside another.
   Forecaster::Cached cached;
   if (cache_ && !prompt.empty()) cached.match = cache_->Find(scope, prompt);

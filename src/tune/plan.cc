@@ -80,16 +80,18 @@ Result<Plan> MakePlan(const TuneRequest& r, const std::function<void(const std::
   s.memory_budget = m->usable_memory_bytes();
   // The largest micro-batch the search may try sizes the compute buffer.
   engine::MemoryRequest req{s.n_ctx, 1024, static_cast<uint32_t>(s.concurrency), "f16", false};
-  if (auto est = engine::EstimateMemory(*g, req); est && s.memory_budget > 0 && est->total() > s.memory_budget) {
-    return MakeError(ErrorCode::kOutOfMemory, "a context of " + std::to_string(s.n_ctx) + " tokens needs about " +
-                                                  FormatBytes(est->total()) + " with the weights, but only " +
-                                                  FormatBytes(s.memory_budget) +
-                                                  " is available; use a smaller --ctx");
+  if (auto est = engine::EstimateMemory(*g, req);
+      est && s.memory_budget > 0 && est->total() > s.memory_budget) {
+    return MakeError(ErrorCode::kOutOfMemory,
+                     "a context of " + std::to_string(s.n_ctx) + " tokens needs about " +
+                         FormatBytes(est->total()) + " with the weights, but only " +
+                         FormatBytes(s.memory_budget) + " is available; use a smaller --ctx");
   }
   const double one = EstimateTrialSeconds(p);
   if (!r.exhaustive && p.budget_s < one) {
     char msg[256];
-    std::snprintf(msg, sizeof(msg), "--budget %s (%.0f s) is too small for even one trial (about %.1f s here)",
+    std::snprintf(msg, sizeof(msg),
+                  "--budget %s (%.0f s) is too small for even one trial (about %.1f s here)",
                   r.budget.c_str(), p.budget_s, one);
     return Usage(msg);
   }

@@ -21,7 +21,8 @@ Status SetInt(const std::string& name, const std::string& v, int* out, int min) 
     }
   } catch (...) {
   }
-  return MakeError(ErrorCode::kInvalidArgument, name + ": '" + v + "' is not an integer >= " + std::to_string(min));
+  return MakeError(ErrorCode::kInvalidArgument,
+                   name + ": '" + v + "' is not an integer >= " + std::to_string(min));
 }
 
 Status SetFraction(const std::string& name, const std::string& v, double* out) {

@@ -26,7 +26,8 @@ std::vector<Setting<Whole>> LiftSettings(const std::vector<Setting<Part>>& part,
   std::vector<Setting<Whole>> out;
   for (const Setting<Part>& s : part) {
     auto set = s.set;
-    out.push_back({s.name, s.help, [set, member](Whole& w, const std::string& v) { return set(w.*member, v); }});
+    out.push_back(
+        {s.name, s.help, [set, member](Whole& w, const std::string& v) { return set(w.*member, v); }});
   }
   return out;
 }

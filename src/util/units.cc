@@ -1,8 +1,8 @@
 #include "util/units.h"
 
 #include <cctype>
-#include <cmath>
 #include <charconv>
+#include <cmath>
 #include <string>
 
 namespace hone {
@@ -84,7 +84,8 @@ Result<double> ParseDuration(std::string_view text) {
 Result<uint64_t> ParseSize(std::string_view text) {
   const std::string shown(text);
   auto bad = [&] {
-    return MakeError(ErrorCode::kInvalidArgument, "bad size '" + shown + "' (use e.g. 512M, 8G, 1.5GiB or bytes)");
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "bad size '" + shown + "' (use e.g. 512M, 8G, 1.5GiB or bytes)");
   };
   std::string_view s = Trim(text);
   double v = 0;

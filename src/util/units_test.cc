@@ -6,17 +6,17 @@ namespace hone {
 namespace {
 
 TEST(ParseDurationTest, AcceptsEveryFormCommandsUse) {
-  EXPECT_DOUBLE_EQ(*ParseDuration("90"), 90);        // tune --budget, routes.toml
+  EXPECT_DOUBLE_EQ(*ParseDuration("90"), 90);  // tune --budget, routes.toml
   EXPECT_DOUBLE_EQ(*ParseDuration("1.5"), 1.5);
   EXPECT_DOUBLE_EQ(*ParseDuration("90s"), 90);
-  EXPECT_DOUBLE_EQ(*ParseDuration("5m"), 300);       // keep_alive
+  EXPECT_DOUBLE_EQ(*ParseDuration("5m"), 300);  // keep_alive
   EXPECT_DOUBLE_EQ(*ParseDuration("2h"), 7200);
   EXPECT_DOUBLE_EQ(*ParseDuration("1h30m"), 5400);
   EXPECT_DOUBLE_EQ(*ParseDuration("1m30.5s"), 90.5);
-  EXPECT_DOUBLE_EQ(*ParseDuration("250ms"), 0.25);   // routes.toml backoff
+  EXPECT_DOUBLE_EQ(*ParseDuration("250ms"), 0.25);  // routes.toml backoff
   EXPECT_DOUBLE_EQ(*ParseDuration("0"), 0);
   EXPECT_DOUBLE_EQ(*ParseDuration(" 30s\n"), 30);
-  EXPECT_LT(*ParseDuration("-1"), 0);                // keep_alive: forever
+  EXPECT_LT(*ParseDuration("-1"), 0);  // keep_alive: forever
   EXPECT_DOUBLE_EQ(*ParseDuration("-5m"), -300);
 }
 
@@ -37,7 +37,7 @@ TEST(ParseSizeTest, AcceptsEveryFormCommandsUse) {
   EXPECT_EQ(*ParseSize("4096"), 4096u);
   EXPECT_EQ(*ParseSize("48K"), 48u * 1024);  // sysfs cache sizes
   EXPECT_EQ(*ParseSize("32M\n"), 32u << 20);
-  EXPECT_EQ(*ParseSize("8M"), 8u << 20);     // --max-body
+  EXPECT_EQ(*ParseSize("8M"), 8u << 20);  // --max-body
   EXPECT_EQ(*ParseSize("2G"), 2ull << 30);
   EXPECT_EQ(*ParseSize("1.5GiB"), 3ull << 29);  // bench --max-ram
   EXPECT_EQ(*ParseSize("512mib"), 512ull << 20);
