@@ -52,7 +52,11 @@ test('streaming: Anthropic events, and the SDK assembles the same text', async (
   assert.ok(types.includes('content_block_delta'));
   assert.deepEqual(types.slice(-3), ['content_block_stop', 'message_delta', 'message_stop']);
   assert.equal(final.content[0].text, text);
-  assert.equal(final.usage.output_tokens, 10);
+  // Sampled (Anthropic's default temperature is 1) from a random-weight model:
+  // an end-of-text or '\n\n\n' token may end it early, as it may any client's.
+  assert.ok(final.usage.output_tokens >= 1 && final.usage.output_tokens <= 10, String(final.usage.output_tokens));
+  if (final.stop_reason === 'max_tokens') assert.equal(final.usage.output_tokens, 10);
+  else assert.ok(['end_turn', 'stop_sequence'].includes(final.stop_reason), final.stop_reason);
 });
 
 test('a stop sequence ends the answer: stop_reason "stop_sequence" names it', async () => {
