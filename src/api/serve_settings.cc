@@ -22,6 +22,37 @@ Result<std::string> TomlText(const toml::node& n) {
   return MakeError(ErrorCode::kInvalidArgument, "unsupported type");
 }
 
+// [model_options.NAME]: spec and draft for one model.
+Status ApplyModelOptions(serve::ServeConfig& c, const toml::table& t, const std::string& path) {
+  const toml::node* node = t.get("model_options");
+  if (!node) return Status::Ok();
+  const toml::table* all = node->as_table();
+  if (!all)
+    return MakeError(ErrorCode::kInvalidArgument, "config " + path + ": model_options must be a table");
+  for (const auto& [name, v] : *all) {
+    const toml::table* m = v.as_table();
+    const std::string where = "config " + path + ": model_options." + std::string(name.str());
+    if (!m) return MakeError(ErrorCode::kInvalidArgument, where + " must be a table");
+    serve::ServeConfig::ModelOptions o;
+    for (const auto& [key, value] : *m) {
+      auto text = value.value<std::string>();
+      if (!text)
+        return MakeError(ErrorCode::kInvalidArgument,
+                         where + "." + std::string(key.str()) + " must be a string");
+      if (key.str() == "spec") {
+        o.spec = *text;
+      } else if (key.str() == "draft") {
+        o.draft = *text;
+      } else {
+        return MakeError(ErrorCode::kInvalidArgument,
+                         where + ": unknown key '" + std::string(key.str()) + "' (spec, draft)");
+      }
+    }
+    c.model_options[std::string(name.str())] = o;
+  }
+  return Status::Ok();
+}
+
 Status ApplyModels(serve::ServeConfig& c, const toml::table& t, const std::string& path) {
   if (const toml::array* m = t["model"].as_array()) {
     for (const auto& e : *m)
@@ -35,7 +66,7 @@ Status ApplyModels(serve::ServeConfig& c, const toml::table& t, const std::strin
       c.aliases[std::string(k.str())] = *target;
     }
   }
-  return Status::Ok();
+  return ApplyModelOptions(c, t, path);
 }
 
 }  // namespace

@@ -109,6 +109,8 @@ Result<serve::PoolOptions> PoolOptionsFrom(const serve::ServeConfig& c) {
   s.cache.ram_bytes = cache->ram_bytes;
   s.cache.disk_bytes = cache->disk_bytes;
   s.cache.dir = cache->disk_bytes ? cache->dir : "";
+  p.draft = c.draft;
+  for (const auto& [name, m] : c.model_options) p.per_model[name] = {m.spec, m.draft};
   p.pinned = c.pinned;
   p.use_profiles = c.profiles;
   p.slots_explicit = c.slots_set;
@@ -131,9 +133,12 @@ Result<Startup> CheckSettings(const api::ServeSettings& c) {
   if (!pool_opts) return pool_opts.error();
   s.pool = std::move(*pool_opts);
   // A speculation mode is checked now, not at the first model load.
-  if (c.serve.spec != "none") {
-    if (auto d = engine::Drafter::Create(c.serve.spec, 1, c.serve.spec_ngram); !d)
-      return MakeError(ErrorCode::kInvalidArgument, "spec: " + d.error().message);
+  if (Status st = engine::Drafter::CheckMode(c.serve.spec, !c.serve.draft.empty()); !st)
+    return MakeError(ErrorCode::kInvalidArgument, "spec: " + st.error().message);
+  for (const auto& [name, m] : c.serve.model_options) {
+    const bool draft = m.draft.empty() ? !c.serve.draft.empty() : m.draft != "none";
+    if (Status st = engine::Drafter::CheckMode(m.spec.empty() ? c.serve.spec : m.spec, draft); !st)
+      return MakeError(ErrorCode::kInvalidArgument, "model_options." + name + ".spec: " + st.error().message);
   }
   auto max_body = ParseSize(c.http.max_body);
   if (!max_body) return MakeError(ErrorCode::kInvalidArgument, "max-body: " + max_body.error().message);

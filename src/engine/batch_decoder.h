@@ -26,6 +26,7 @@ class BatchDecoder {
   // Returns -2 when the batch is full (call Decode first).
   int Add(int seq, Token token, int pos, bool want_logits);
   int size() const;
+  int capacity() const { return capacity_; }
   bool full() const { return size() >= capacity_; }
   // Runs the queued tokens through the model and empties the batch.
   Status Decode();

@@ -26,9 +26,12 @@ const std::vector<Setting<ServeConfig>>& Settings() {
       {"prefill-chunk", "Most prompt tokens per step while other streams run",
        [](ServeConfig& c, const std::string& v) { return SetInt("prefill-chunk", v, &c.prefill_chunk, 1); }},
       {"spec",
-       "Speculative decoding: none, or an n-gram drafter (ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod); "
-       "the output is unchanged, only faster where the answer repeats its context",
+       "Speculative decoding: auto (the tuned profile's choice, else none), none, an n-gram drafter "
+       "(ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod), draft-simple (with --draft) or a list; "
+       "the output is unchanged, only faster where drafts are right",
        [](ServeConfig& c, const std::string& v) { return c.spec = v, Status::Ok(); }},
+      {"draft", "A draft model (GGUF file with the target's vocabulary) for speculative decoding",
+       [](ServeConfig& c, const std::string& v) { return c.draft = v, Status::Ok(); }},
       {"spec-max", "Most tokens a slot drafts per step with --spec (it adapts below this to its acceptance)",
        [](ServeConfig& c, const std::string& v) { return SetInt("spec-max", v, &c.spec_max, 1); }},
       {"spec-ngram", "Tokens the n-gram lookup of --spec matches (0 = llama.cpp's default, 12)",
@@ -36,14 +39,18 @@ const std::vector<Setting<ServeConfig>>& Settings() {
       {"spec-min-gain",
        "With --spec, drafting pauses when it measures below this share of plain decoding's tokens/s "
        "(0.97; 0 = always draft)",
-       [](ServeConfig& c, const std::string& v) { return SetFraction("spec-min-gain", v, &c.spec_min_gain); }},
+       [](ServeConfig& c, const std::string& v) {
+         return SetFraction("spec-min-gain", v, &c.spec_min_gain);
+       }},
       {"max-queue", "Waiting requests per model before 429/503",
        [](ServeConfig& c, const std::string& v) { return SetInt("max-queue", v, &c.max_queue, 0); }},
       {"inference-nice",
-       "Niceness of the decode threads (0-19; 0 = as the server): requests, refusals and /health preempt inference",
+       "Niceness of the decode threads (0-19; 0 = as the server): requests, refusals and /health preempt "
+       "inference",
        [](ServeConfig& c, const std::string& v) {
          Status st = SetInt("inference-nice", v, &c.inference_nice, 0);
-         if (st && c.inference_nice > 19) return Status(MakeError(ErrorCode::kInvalidArgument, "inference-nice must be 0..19"));
+         if (st && c.inference_nice > 19)
+           return Status(MakeError(ErrorCode::kInvalidArgument, "inference-nice must be 0..19"));
          return st;
        }},
       {"threads", "Threads (0 = physical cores)",
@@ -70,10 +77,12 @@ const std::vector<Setting<ServeConfig>>& Settings() {
       {"state-dir", "Folder for the spend ledger (default ~/.local/state/hone)",
        [](ServeConfig& c, const std::string& v) { return c.state_dir = v, Status::Ok(); }},
       {"cache-ram",
-       "Prompt cache in RAM per loaded model: a size (4G), 0 for off, or auto (a quarter of free memory, at most 8G)",
+       "Prompt cache in RAM per loaded model: a size (4G), 0 for off, or auto (a quarter of free memory, at "
+       "most 8G)",
        [](ServeConfig& c, const std::string& v) { return c.cache_ram = v, Status::Ok(); }},
       {"cache-disk",
-       "Prompt cache on disk per loaded model, kept across restarts: a size, 0 for off, or auto (a tenth of the "
+       "Prompt cache on disk per loaded model, kept across restarts: a size, 0 for off, or auto (a tenth of "
+       "the "
        "free disk, at most 16G)",
        [](ServeConfig& c, const std::string& v) { return c.cache_disk = v, Status::Ok(); }},
       {"cache-dir", "Folder of the prompt cache's disk tier (default <state-dir>/prompt-cache)",

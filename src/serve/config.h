@@ -20,28 +20,37 @@ namespace hone::serve {
 struct ServeConfig {
   std::string models_dir;
   std::vector<std::string> models;  // -m FILE (repeatable)
-  int slots = 4;            // parallel sequences per model
-  bool slots_set = false;   // given explicitly (else a tuned profile may choose)
-  bool profiles = true;     // apply `hone tune` profiles
-  int ctx = 4096;           // context per slot
-  int batch = 512;          // most tokens per decode step
-  int prefill_chunk = 256;  // most prompt tokens per step while others stream
-  std::string spec = "none";  // speculative decoding: none or an n-gram drafter (engine/drafter.h)
-  int spec_max = 16;          // most draft tokens per slot and step
-  int spec_ngram = 0;         // n-gram lookup length; 0: llama.cpp's default
+  int slots = 4;                    // parallel sequences per model
+  bool slots_set = false;           // given explicitly (else a tuned profile may choose)
+  bool profiles = true;             // apply `hone tune` profiles
+  int ctx = 4096;                   // context per slot
+  int batch = 512;                  // most tokens per decode step
+  int prefill_chunk = 256;          // most prompt tokens per step while others stream
+  // Speculative decoding: auto (the tuned profile's choice, else none), none,
+  // or a mode of engine/drafter.h; `draft`: a draft model file for every model.
+  std::string spec = "auto";
+  std::string draft;
+  int spec_max = 16;            // most draft tokens per slot and step
+  int spec_ngram = 0;           // n-gram lookup length; 0: llama.cpp's default
   double spec_min_gain = 0.97;  // drafting pauses below this share of plain tokens/s; 0: always
-  int max_queue = 64;       // waiting requests per model before 429
-  int inference_nice = 5;   // niceness of decode threads: HTTP and probes go first
-  int threads = 0;          // 0 = physical cores
+  int max_queue = 64;           // waiting requests per model before 429
+  int inference_nice = 5;       // niceness of decode threads: HTTP and probes go first
+  int threads = 0;              // 0 = physical cores
   std::string flash_attn = "auto";
   std::string kv_type = "f16";
   std::string load_mode = "mmap";
-  std::string keep_alive = "5m";  // default idle time before unload; -1 = forever
-  std::string memory_limit;       // e.g. "8G"; empty = free memory (cgroup aware)
-  double request_timeout = 600;   // seconds
+  std::string keep_alive = "5m";               // default idle time before unload; -1 = forever
+  std::string memory_limit;                    // e.g. "8G"; empty = free memory (cgroup aware)
+  double request_timeout = 600;                // seconds
   std::map<std::string, std::string> aliases;  // TOML [aliases] only
-  std::vector<std::string> pinned;             // model names never evicted
-  std::string state_dir;                       // the spend ledger's folder; empty: DefaultStateDir()
+  // TOML [model_options.NAME] only: speculation per model, over the above.
+  struct ModelOptions {
+    std::string spec;   // empty: the server's
+    std::string draft;  // empty: the server's; "none": no draft model
+  };
+  std::map<std::string, ModelOptions> model_options;
+  std::vector<std::string> pinned;  // model names never evicted
+  std::string state_dir;            // the spend ledger's folder; empty: DefaultStateDir()
   // The prompt cache beyond the slots, per loaded model: "auto" (chosen from
   // the machine's memory and disk, printed at start), "0" (off) or a size.
   std::string cache_ram = "auto";

@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 #include "engine/backend.h"
 #include "engine/gguf_file.h"
@@ -81,8 +82,9 @@ Result<engine::EmbedResult> LoadedModel::Embed(const std::vector<std::string>& t
       ~Waiting() { --n; }
     } waiting{embed_waiting_};
     if (embed_waiting_.fetch_add(1) >= max_waiting) {
-      Error e = MakeError(ErrorCode::kBusy, "the server is busy: " + std::to_string(max_waiting) +
-                                                " embedding requests already wait for this model; retry shortly");
+      Error e =
+          MakeError(ErrorCode::kBusy, "the server is busy: " + std::to_string(max_waiting) +
+                                          " embedding requests already wait for this model; retry shortly");
       e.retry_after_s = 1;
       return e;
     }
@@ -214,10 +216,12 @@ Status ModelPool::Admit(const RegistryEntry& e, uint64_t need) {
     }
     if (have < need) {
       std::string loading;
-      if (reserved_bytes_ > 0) loading = " (" + std::to_string(reserved_bytes_ >> 20) + " MiB held by loads in progress)";
-      status = MakeError(ErrorCode::kOutOfMemory, "model '" + e.name + "' needs about " + std::to_string(need >> 20) +
-                                                      " MiB but only " + std::to_string(have >> 20) +
-                                                      " MiB is free after evicting idle models" + loading);
+      if (reserved_bytes_ > 0)
+        loading = " (" + std::to_string(reserved_bytes_ >> 20) + " MiB held by loads in progress)";
+      status =
+          MakeError(ErrorCode::kOutOfMemory,
+                    "model '" + e.name + "' needs about " + std::to_string(need >> 20) + " MiB but only " +
+                        std::to_string(have >> 20) + " MiB is free after evicting idle models" + loading);
     } else {
       reserved_bytes_ += need;
     }
@@ -243,11 +247,13 @@ void ModelPool::PromptCacheFor(const RegistryEntry& e, SchedulerOptions* so) con
     so->cache.disk_bytes = 0;
   }
   const engine::SessionOptions& t = so->tuned ? *so->tuned : engine::SessionOptions{};
-  const std::string kv_k = so->tuned ? t.kv_type_k : so->kv_type, kv_v = so->tuned ? t.kv_type_v : so->kv_type;
+  const std::string kv_k = so->tuned ? t.kv_type_k : so->kv_type,
+                    kv_v = so->tuned ? t.kv_type_v : so->kv_type;
   const engine::FlashAttn fa = so->tuned ? t.flash_attn : so->flash_attn;
-  so->cache.key = "model=" + (hash ? *hash : std::string("unknown")) + ";llama.cpp=" + engine::LlamaVersion() +
-                  ";kv=" + kv_k + "/" + kv_v + ";fa=" + engine::FlashAttnName(fa) +
-                  ";slots=" + std::to_string(so->slots);  // llama.cpp refuses a state saved with another stream count
+  so->cache.key =
+      "model=" + (hash ? *hash : std::string("unknown")) + ";llama.cpp=" + engine::LlamaVersion() +
+      ";kv=" + kv_k + "/" + kv_v + ";fa=" + engine::FlashAttnName(fa) +
+      ";slots=" + std::to_string(so->slots);  // llama.cpp refuses a state saved with another stream count
   if (!so->cache.dir.empty()) {
     std::string safe;
     for (char c : e.name) safe += std::isalnum(static_cast<unsigned char>(c)) || c == '-' ? c : '_';
@@ -257,11 +263,37 @@ void ModelPool::PromptCacheFor(const RegistryEntry& e, SchedulerOptions* so) con
   }
 }
 
+Status ModelPool::ChooseSpec(const RegistryEntry& e, const std::string& profile_spec, SchedulerOptions* so,
+                             std::string* draft_path) const {
+  std::string draft = opt_.draft;
+  if (auto it = opt_.per_model.find(e.name); it != opt_.per_model.end()) {
+    if (!it->second.spec.empty()) so->spec = it->second.spec;
+    if (!it->second.draft.empty()) draft = it->second.draft;
+  }
+  if (draft == "none") draft.clear();
+  if (so->spec == "auto")
+    so->spec = profile_spec.empty() ? (draft.empty() ? "none" : "draft-simple") : profile_spec;
+  if (so->spec == "none") return Status::Ok();  // a draft model is loaded only to draft
+  if (!draft.empty()) {
+    // An operator's setting: a file, or a model of the registry by name.
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(draft, ec)) {
+      auto entry = registry_.Resolve(draft);
+      if (!entry)
+        return MakeError(ErrorCode::kNotFound,
+                         "draft model '" + draft + "' is neither a file nor a model name");
+      draft = (*entry)->path;
+    }
+  }
+  *draft_path = draft;
+  return Status::Ok();
+}
+
 Result<std::shared_ptr<LoadedModel>> ModelPool::Load(const RegistryEntry& e) {
   SchedulerOptions so = opt_.scheduler;
   engine::LoadOptions lo;
   lo.mode = opt_.load_mode;
-  std::string profile_path;
+  std::string profile_path, profile_spec;
 #ifdef HONE_HAVE_TUNE
   if (opt_.use_profiles) {
     if (auto p = tune::FindProfile(e.path); p && p->has_value()) {
@@ -272,11 +304,25 @@ Result<std::shared_ptr<LoadedModel>> ModelPool::Load(const RegistryEntry& e) {
       int slots = prof.config.n_parallel > 1 ? prof.config.n_parallel : prof.concurrency;
       if (!opt_.slots_explicit && slots > 1) so.slots = slots;
       profile_path = (*p)->path;
+      if (prof.spec.measured && prof.spec.mode != "none") {
+        profile_spec = prof.spec.mode;
+        if (prof.spec.ngram > 0) so.spec_ngram = prof.spec.ngram;
+        so.spec_max = prof.spec.max_draft;
+      }
     }
   }
 #endif
   if (so.cache.ram_bytes > 0 || so.cache.disk_bytes > 0) PromptCacheFor(e, &so);
+  std::string draft_path;
+  if (Status s = ChooseSpec(e, profile_spec, &so, &draft_path); !s) {
+    metrics_->Add(metric::kLoadFailures, e.name);
+    return s.error();
+  }
   uint64_t need = EstimateBytes(e, so);
+  if (!draft_path.empty()) {  // the draft model and its KV count too
+    RegistryEntry draft{e.name + " (draft)", draft_path, 0, {}};
+    need += EstimateBytes(draft, so);
+  }
   if (Status s = Admit(e, need); !s) {
     metrics_->Add(metric::kLoadFailures, e.name);
     return s.error();
@@ -287,6 +333,15 @@ Result<std::shared_ptr<LoadedModel>> ModelPool::Load(const RegistryEntry& e) {
     Unreserve(need);
     metrics_->Add(metric::kLoadFailures, e.name);
     return model.error();
+  }
+  if (!draft_path.empty()) {
+    auto draft = engine::Model::Load(draft_path, lo);
+    if (!draft) {
+      Unreserve(need);
+      metrics_->Add(metric::kLoadFailures, e.name);
+      return MakeError(draft.error().code, "the draft model " + draft_path + ": " + draft.error().message);
+    }
+    so.draft_model = std::move(*draft);
   }
   auto sched = Scheduler::Create(*model, so, metrics_, e.name);
   if (!sched) {
@@ -338,8 +393,9 @@ Result<std::unique_ptr<Lease>> ModelPool::Acquire(const std::string& name,
     ~Waiting() { --n; }
   } waiting{slot.load_waiters};
   if (slot.load_waiters.fetch_add(1) >= opt_.max_load_waiters) {
-    Error e = MakeError(ErrorCode::kBusy, std::to_string(opt_.max_load_waiters) + " requests already wait for '" +
-                                              (*entry)->name + "' to load; retry shortly");
+    Error e =
+        MakeError(ErrorCode::kBusy, std::to_string(opt_.max_load_waiters) + " requests already wait for '" +
+                                        (*entry)->name + "' to load; retry shortly");
     e.retry_after_s = 2;
     return e;
   }

@@ -42,6 +42,15 @@ struct PoolOptions {
   double failed_load_retry_s = 30;
   // Requests waiting for one model's load beyond this get kBusy (429).
   int max_load_waiters = 64;
+  // Speculation: scheduler.spec "auto" takes the tuned profile's choice
+  // (else none); draft: a draft model file (or a registry name) for every
+  // model; per_model: spec and draft for one model, over both.
+  std::string draft;
+  struct ModelSpec {
+    std::string spec;   // empty: scheduler.spec
+    std::string draft;  // empty: `draft`; "none": no draft model
+  };
+  std::map<std::string, ModelSpec> per_model;
 };
 
 // A resident model. Requests hold it through a Lease so it is not evicted under them.
@@ -137,6 +146,10 @@ class ModelPool {
   uint64_t EstimateBytes(const RegistryEntry& e) const { return EstimateBytes(e, opt_.scheduler); }
   uint64_t EstimateBytes(const RegistryEntry& e, const SchedulerOptions& s) const;
   void PromptCacheFor(const RegistryEntry& e, SchedulerOptions* so) const;
+  // The speculation mode and draft model file for this model: per-model
+  // settings, then the server's, "auto" resolved by the tuned profile.
+  Status ChooseSpec(const RegistryEntry& e, const std::string& profile_spec, SchedulerOptions* so,
+                    std::string* draft_path) const;
   const Registry& registry() const { return registry_; }
 
  private:

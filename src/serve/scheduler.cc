@@ -1,22 +1,46 @@
 #include "serve/scheduler.h"
 
-#include <algorithm>
-#include <cmath>
-#include <cstdio>
-
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 #include "engine/tokenizer.h"
 #include "serve/scheduler_slot.h"
 
 namespace hone::serve {
 
-
 Scheduler::Scheduler(std::shared_ptr<engine::Model> model, const SchedulerOptions& opt, Metrics* metrics,
                      std::string name)
     : model_(std::move(model)), opt_(opt), metrics_(metrics), name_(std::move(name)) {}
+
+namespace {
+
+// The drafter for --spec, with the draft model's own context: the target's
+// run parameters and one sequence per slot, each as long as a slot's.
+Result<std::unique_ptr<engine::Drafter>> CreateDrafter(const SchedulerOptions& opt,
+                                                       const engine::SessionOptions& target_options,
+                                                       const engine::Session& target) {
+  engine::DrafterOptions d;
+  d.mode = opt.spec;
+  d.n_seq = opt.slots;
+  d.ngram = opt.spec_ngram;
+  d.max_draft = opt.spec_max;
+  d.target = &target;
+  if (opt.draft_model) {
+    engine::SessionOptions so = target_options;
+    so.kv_type_k = so.kv_type_v = "f16";
+    auto session = engine::Session::Create(opt.draft_model, so);
+    if (!session) return MakeError(session.error().code, "the draft model: " + session.error().message);
+    d.draft_session = std::move(*session);
+  }
+  return engine::Drafter::Create(std::move(d));
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Scheduler>> Scheduler::Create(std::shared_ptr<engine::Model> model,
                                                      const SchedulerOptions& in, Metrics* metrics,
@@ -63,8 +87,8 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(std::shared_ptr<engine::Mod
   } else if (opt.cache.ram_bytes > 0 || opt.cache.disk_bytes > 0) {
     s->cache_ = std::make_unique<PromptCache>(opt.cache, metrics, s->name_);
   }
-  if (opt.spec != "none" && !opt.spec.empty()) {
-    auto drafter = engine::Drafter::Create(opt.spec, opt.slots, opt.spec_ngram);
+  if ((opt.spec != "none" && !opt.spec.empty()) || opt.draft_model) {
+    auto drafter = CreateDrafter(opt, so, *s->session_);
     if (!drafter) return drafter.error();
     s->drafter_ = std::move(*drafter);
   }
@@ -209,7 +233,6 @@ constexpr size_t kMinPrefixCopy = 32;
 // from this many on: fewer are cheaper to prefill again than to copy out.
 constexpr size_t kMinSaveTail = 16;
 
-
 }  // namespace
 
 // Moves waiting jobs into free slots, reusing the longest cached prefix, from
@@ -257,7 +280,8 @@ bool Scheduler::TakeNext(Pending* p, SlotPick* pick) {
   for (auto& s : slots_) {
     if (s->job) continue;
     size_t n = SharedPrefix(*s, front);
-    if (!pick->best || n > pick->best_common || (n == pick->best_common && s->last_used < pick->best->last_used)) {
+    if (!pick->best || n > pick->best_common ||
+        (n == pick->best_common && s->last_used < pick->best->last_used)) {
       pick->best = s.get();
       pick->best_common = n;
     }
@@ -354,10 +378,11 @@ void Scheduler::Step() {
   // next token and some prefill always fit.
   tokens_this_step_ = 0;
   const auto step_start = Clock::now();  // drafting and sampling count too
-  int draft_budget = drafter_ && SpecAllowedNow() ? std::max(0, opt_.batch - static_cast<int>(slots_.size())) / 2 : 0;
-  const int draft_budget_at_start = draft_budget;
+  int draft_budget =
+      drafter_ && SpecAllowedNow() ? std::max(0, opt_.batch - static_cast<int>(slots_.size())) / 2 : 0;
   // 1. Every generating slot contributes its next token (or ends if cancelled),
-  // and with --spec the tokens it drafts after it.
+  // and with --spec the tokens it drafts after it (all slots drafted at once).
+  std::vector<Slot*> decoding;
   for (auto& sp : slots_) {
     Slot& s = *sp;
     s.logits_index = -1;
@@ -371,17 +396,20 @@ void Scheduler::Step() {
       FinishSlot(s, Finish::kTimeout, "the request ran past its timeout");
       continue;
     }
-    if (!s.generating()) continue;
-    std::vector<engine::Token> draft = drafter_ ? PlanDraft(s, draft_budget) : std::vector<engine::Token>{};
+    if (s.generating()) decoding.push_back(&s);
+  }
+  if (drafter_) PlanDrafts(decoding, draft_budget);
+  for (Slot* sp : decoding) {
+    Slot& s = *sp;
     s.logits_index = batch_->Add(s.id, s.next, static_cast<int>(s.cached.size()), true);
     s.cached.push_back(s.next);
+    std::vector<engine::Token> draft = drafter_ ? drafter_->Take(s.id) : std::vector<engine::Token>{};
     for (engine::Token d : draft) {
       const int idx = batch_->Add(s.id, d, static_cast<int>(s.cached.size()), true);
       if (idx < 0) break;
       s.draft.push_back(d);
       s.draft_index.push_back(idx);
       s.cached.push_back(d);
-      --draft_budget;
     }
     ++seqs;
   }
@@ -426,8 +454,9 @@ void Scheduler::Step() {
   // 3. Sample where logits came out.
   for (auto& sp : slots_) Sample(*sp);
   if (drafter_ && prefill_tokens == 0)
-    MeasureSpec(draft_budget < draft_budget_at_start,
-                std::chrono::duration<double>(Clock::now() - step_start).count(), tokens_this_step_);
+    MeasureSpec(
+        std::any_of(decoding.begin(), decoding.end(), [](const Slot* d) { return !d->draft.empty(); }),
+        std::chrono::duration<double>(Clock::now() - step_start).count(), tokens_this_step_);
   UpdateGauges();
 }
 
@@ -454,7 +483,7 @@ void Scheduler::RetryAlone(const std::string& error) {
   for (auto& sp : slots_) {
     Slot& s = *sp;
     if (!s.job || s.cached.size() == s.step_from) continue;  // not in this step
-    if (!s.draft.empty()) {  // retried without its drafts
+    if (!s.draft.empty()) {                                  // retried without its drafts
       s.cached.resize(s.step_from + 1);
       s.draft.clear();
       s.draft_index.clear();
@@ -479,7 +508,8 @@ void Scheduler::RetryAlone(const std::string& error) {
     }
     Sample(s);
   }
-  std::fprintf(stderr, "hone: model %s: a batched decode failed (%s); retried one sequence at a time, %d failed\n",
+  std::fprintf(stderr,
+               "hone: model %s: a batched decode failed (%s); retried one sequence at a time, %d failed\n",
                name_.c_str(), error.c_str(), failed);
 }
 

@@ -66,10 +66,14 @@ struct SchedulerOptions {
   std::optional<engine::SessionOptions> tuned;
   // The prompt cache beyond the slots; both budgets 0: off.
   PromptCacheOptions cache;
-  // Speculative decoding without a second model (engine/drafter.h): "none",
-  // or an n-gram mode ("ngram-simple", ...). Each slot drafts up to
-  // spec_max tokens per step, adapting to its own acceptance.
+  // Speculative decoding (engine/drafter.h): "none", an n-gram mode
+  // ("ngram-simple", ...), "draft-simple" with draft_model, or a list tried
+  // in order. Each slot drafts up to spec_max tokens per step, adapting to
+  // its own acceptance.
   std::string spec = "none";
+  // The draft model (its vocabulary checked against the target's at
+  // Create); it gets its own context with one sequence per slot.
+  std::shared_ptr<engine::Model> draft_model;
   int spec_max = 16;
   int spec_ngram = 0;  // tokens the n-gram lookup matches; 0: llama.cpp's default (12)
   // Drafting pauses when its measured tokens/s fall below this share of plain
@@ -156,7 +160,9 @@ class Scheduler {
   void Sample(Slot& s);                     // the token from this step's logits, if it has any
   void RetryAlone(const std::string& error);  // after a failed step
   // serve/scheduler_spec.cc: speculative decoding per slot.
-  std::vector<engine::Token> PlanDraft(Slot& s, int budget);  // drafts to decode after s.next
+  // Asks the drafter for each slot's drafts to decode after s.next, within
+  // `budget` tokens in all, and drafts them in one batch (drafter_->Take).
+  void PlanDrafts(const std::vector<Slot*>& decoding, int budget);
   void SampleDrafted(Slot& s);  // verifies a drafted step: keeps drafts while the sampler agrees
   bool SpecAllowedNow();        // this step may draft (not paused for not paying, not probing)
   void MeasureSpec(bool drafted, double seconds, int emitted);  // a decode-only step's tokens per second

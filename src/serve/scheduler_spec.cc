@@ -62,18 +62,23 @@ void Scheduler::MeasureSpec(bool drafted, double seconds, int emitted) {
   }
 }
 
-std::vector<engine::Token> Scheduler::PlanDraft(Slot& s, int budget) {
-  if (s.spec_pause > 0) {
-    --s.spec_pause;
-    return {};
+void Scheduler::PlanDrafts(const std::vector<Slot*>& decoding, int budget) {
+  for (Slot* sp : decoding) {
+    Slot& s = *sp;
+    if (s.spec_pause > 0) {
+      --s.spec_pause;
+      continue;
+    }
+    int n = std::min(s.spec_len, budget);
+    // Room in the slot's context for next, the drafts and the bonus token.
+    n = std::min(n, opt_.ctx_per_slot - static_cast<int>(s.cached.size()) - 2);
+    // No draft past the answer's end: next is one token of it.
+    if (s.job->max_tokens >= 0) n = std::min(n, s.job->max_tokens - s.result.completion_tokens - 1);
+    if (n <= 0) continue;
+    drafter_->Ask(s.id, s.cached, s.next, n);
+    budget -= n;
   }
-  int n = std::min(s.spec_len, budget);
-  // Room in the slot's context for next, the drafts and the bonus token.
-  n = std::min(n, opt_.ctx_per_slot - static_cast<int>(s.cached.size()) - 2);
-  // No draft past the answer's end: next is one token of it.
-  if (s.job->max_tokens >= 0) n = std::min(n, s.job->max_tokens - s.result.completion_tokens - 1);
-  if (n <= 0) return {};
-  return drafter_->Draft(s.id, s.cached, s.next, n);
+  drafter_->DraftAsked();
 }
 
 void Scheduler::SampleDrafted(Slot& s) {

@@ -86,6 +86,17 @@ std::string ProfileToToml(const Profile& p) {
                              {"speedup_ci95", p.speedup_ci95}}},
       {"llama_cpp", toml::table{{"llama_server", p.llama_server_flags}, {"llama_cli", p.llama_cli_flags}}},
   };
+  if (p.spec.measured) {
+    toml::array curve;
+    for (double x : p.spec.cost_curve) curve.push_back(x);
+    t.insert("speculation", toml::table{{"mode", p.spec.mode},
+                                        {"draft", p.spec.draft},
+                                        {"ngram", p.spec.ngram},
+                                        {"max_draft", p.spec.max_draft},
+                                        {"speedup", p.spec.speedup},
+                                        {"acceptance", p.spec.acceptance},
+                                        {"cost_curve", std::move(curve)}});
+  }
   std::ostringstream out;
   out << "# hone tune profile: run parameters measured fastest on this machine for this model file.\n"
       << t << "\n";
@@ -176,6 +187,19 @@ Result<Profile> ProfileFromToml(const std::string& text) {
   p.speedup_ci95 = t["result"]["speedup_ci95"].value_or(0.0);
   p.llama_server_flags = t["llama_cpp"]["llama_server"].value_or(std::string());
   p.llama_cli_flags = t["llama_cpp"]["llama_cli"].value_or(std::string());
+  if (const toml::table* sp = t["speculation"].as_table()) {
+    p.spec.measured = true;
+    p.spec.mode = (*sp)["mode"].value_or(std::string("none"));
+    p.spec.draft = (*sp)["draft"].value_or(std::string());
+    p.spec.ngram = static_cast<int>((*sp)["ngram"].value_or(int64_t{0}));
+    p.spec.max_draft = static_cast<int>((*sp)["max_draft"].value_or(int64_t{16}));
+    p.spec.speedup = (*sp)["speedup"].value_or(1.0);
+    p.spec.acceptance = (*sp)["acceptance"].value_or(0.0);
+    if (const toml::array* a = (*sp)["cost_curve"].as_array())
+      for (const toml::node& n : *a) p.spec.cost_curve.push_back(n.value_or(0.0));
+    if (p.spec.ngram < 0 || p.spec.ngram > 64 || p.spec.max_draft < 1)
+      return MakeError(ErrorCode::kCorrupt, "profile: speculation.ngram or max_draft out of range");
+  }
   return p;
 }
 

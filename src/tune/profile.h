@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/model.h"
 #include "engine/session.h"
@@ -15,6 +16,19 @@
 #include "util/result.h"
 
 namespace hone::tune {
+
+// `hone tune --spec`'s choice: the speculation mode measured fastest for the
+// workload (or "none"), and what it measured.
+struct SpecChoice {
+  std::string mode = "none";       // as `--spec` takes it
+  std::string draft;               // the draft model file, for draft-simple
+  int ngram = 0;                   // --spec-ngram; 0: llama.cpp's default
+  int max_draft = 16;              // --spec-max
+  double speedup = 1;              // decode tokens/s over no speculation (mean of paired runs)
+  double acceptance = 0;           // share of drafts kept
+  std::vector<double> cost_curve;  // t(k+1)/t(1) for k = 0, 1, 2, ...
+  bool measured = false;           // the profile holds a [speculation] table
+};
 
 struct Profile {
   int version = 1;
@@ -34,6 +48,7 @@ struct Profile {
   double speedup_ci95 = 0;
   std::string llama_server_flags;
   std::string llama_cli_flags;
+  SpecChoice spec;
   std::string path;  // where it was loaded from (not stored)
 };
 
