@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/drafter.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
 #include "engine/tokenizer.h"
@@ -24,6 +25,11 @@ struct GenerateRequest {
   std::vector<std::string> stop;  // stop strings (not included in the output)
   bool ignore_eos = false;        // benchmarks: always produce max_tokens
   int seq = 0;                    // sequence id in the session
+  // Speculative decoding: drafts after each sampled token are decoded with
+  // it and kept while the sampler agrees, so the output is the same tokens
+  // (greedy) or the same distribution. Null: one token per decode.
+  Drafter* drafter = nullptr;
+  int spec_max = 16;  // most drafts per step; the length adapts to acceptance
 };
 
 struct GenerateResult {
@@ -34,6 +40,8 @@ struct GenerateResult {
   double prompt_seconds = 0;  // prefill
   double ttft_seconds = 0;    // prefill + first sampled token
   double gen_seconds = 0;     // decode of tokens after the first
+  int draft_tokens = 0;       // drafted and decoded (speculation)
+  int accepted_tokens = 0;    // of those, kept
   double prompt_tps() const { return prompt_seconds > 0 ? n_prompt / prompt_seconds : 0; }
   // Decode speed over the tokens after the first (the first rides on prefill).
   double gen_tps() const {

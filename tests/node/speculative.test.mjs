@@ -2,7 +2,10 @@
 // output without it, token for token, for greedy and seeded sampling, beside
 // a grammar-constrained request in the same batch; drafts are made and kept
 // on the trained TinyStories model; a stream cancelled mid-draft leaves the
-// slot clean; an unknown mode is refused at start.
+// slot clean; an unknown mode is refused at start. With a draft model
+// (per model in the config file, by registry name): the same output, drafts
+// made for both slots and kept; a draft model with another vocabulary fails
+// that model's load with the reason, and the server goes on serving.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -10,7 +13,7 @@ import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { startServer, modelsDir, post, metric, sleep, HONE } from './helpers.mjs';
 
-let plain, spec, dir;
+let plain, spec, drafted, dir;
 before(async () => {
   // The trained TinyStories models (real text, so drafts can be right) and the synthetic `tiny` (a chat template).
   dir = path.join(path.dirname(modelsDir()), 'spec-models');
@@ -27,10 +30,17 @@ before(async () => {
   // --spec-min-gain 0: always draft, so each test exercises drafts (on this
   // tiny model drafting does not pay, and would otherwise pause).
   spec = await startServer([...common, '--spec', 'ngram-simple', '--spec-ngram', '3', '--spec-min-gain', '0']);
+  // The TinyStories model drafts with stories260K (same 512-piece vocabulary);
+  // `tiny` (Qwen's vocabulary) is given the same draft model, which cannot fit it.
+  const config = path.join(dir, 'draft.toml');
+  fs.writeFileSync(config, '[model_options.tinystories-d256-l4-f32]\nspec = "draft-simple"\ndraft = "stories260K"\n' +
+                           '[model_options.tiny]\nspec = "draft-simple"\ndraft = "stories260K"\n');
+  drafted = await startServer([...common, '--config', config, '--spec-min-gain', '0']);
 });
 after(async () => {
   await plain?.stop();
   await spec?.stop();
+  await drafted?.stop();
 });
 
 const STORY = 'TinyStories-d256';
@@ -119,5 +129,25 @@ test('a stream cancelled mid-draft frees its slot and the next answer is unchang
 test('an unknown --spec mode is refused at start, naming the modes', () => {
   const r = spawnSync(HONE, ['serve', '--models', dir, '--port', '0', '--spec', 'ngram-magic'], { encoding: 'utf8', timeout: 20000 });
   assert.equal(r.status, 2, r.stderr);
-  assert.match(r.stderr, /unknown speculation mode 'ngram-magic' \(none, or one of: ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod\)/);
+  assert.match(r.stderr, /unknown speculation mode 'ngram-magic' \(none, auto, or one of: ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod, draft-simple\)/);
+  const d = spawnSync(HONE, ['serve', '--models', dir, '--port', '0', '--spec', 'draft-simple'], { encoding: 'utf8', timeout: 20000 });
+  assert.equal(d.status, 2, d.stderr);
+  assert.match(d.stderr, /draft-simple needs a draft model \(--draft MODEL\)/);
+});
+
+test('a draft model: the same greedy and seeded output, drafts made for two slots at once and kept', async () => {
+  const two = async (server, body) => Promise.all(prompts.slice(0, 2).map((prompt) => complete(server, { prompt, ...body })));
+  assert.deepEqual(await two(drafted, { temperature: 0 }), await two(plain, { temperature: 0 }));
+  const seeded = { temperature: 0.8, top_k: 40, seed: 7 };
+  assert.deepEqual(await two(drafted, seeded), await two(plain, seeded));
+  const made = await metric(drafted.url, 'hone_spec_draft_tokens_total', 'tinystories-d256-l4-f32');
+  const kept = await metric(drafted.url, 'hone_spec_accepted_tokens_total', 'tinystories-d256-l4-f32');
+  assert.ok(made > 0 && kept > 0 && kept <= made, `${kept} of ${made} drafts kept`);
+});
+
+test('a draft model with another vocabulary fails that model\'s load with the reason; others still answer', async () => {
+  const r = await post(drafted.url + '/v1/completions', { model: 'tiny', prompt: 'hello', max_tokens: 4 });
+  assert.ok(r.status >= 400 && r.status < 600, `status ${r.status}`);
+  assert.match(r.text, /cannot draft for .*tiny\.gguf: the vocabularies have 151\d+ and 512 tokens|cannot draft for .*tiny\.gguf: /);
+  assert.equal((await post(drafted.url + '/v1/completions', { model: 'tinystories-d256-l4-f32', prompt: 'Once', max_tokens: 4 })).status, 200);
 });
