@@ -5,7 +5,9 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/commands.h"
 #include "engine/amx.h"
@@ -17,12 +19,16 @@
 #include "tune/profile.h"
 #include "tune/report.h"
 #include "tune/search_space.h"
+#include "tune/spec_choice.h"
 #include "util/format.h"
 
 namespace hone::cli {
 namespace {
 
 struct TuneArgs : tune::TuneRequest {
+  std::string spec = "auto";  // auto: measure speculation; none: skip it
+  std::string draft;
+  std::string spec_prompts;  // a file, one prompt per line
   bool json = false;
   bool quiet = false;
   bool no_save = false;
@@ -83,7 +89,61 @@ struct Outcome {
   const tune::Trial* defaults = nullptr;
   size_t grid_size = 0;
   std::string saved_to;
+  std::optional<tune::SpecTuneResult> spec;
 };
+
+// The speculation table, the cost curve and what it projects.
+void PrintSpec(const tune::SpecTuneResult& s) {
+  std::printf("\nspeculation    greedy decode on the prompts, paired with none (95%% CI)\n");
+  for (const tune::SpecOption& o : s.options) {
+    std::printf("  %-26s %8.1f tok/s  x%.3f ± %.3f", o.Key().c_str(), o.tps.mean, o.speedup.mean,
+                o.speedup.ci95);
+    if (o.mode != "none") std::printf("  drafts kept %.0f%% of %d", o.acceptance * 100, o.drafted);
+    std::printf("\n");
+  }
+  if (s.confirmed.mode != "none")
+    std::printf("confirmed      %s x%.3f ± %.3f in fresh rounds against none alone%s\n",
+                s.confirmed.Key().c_str(), s.confirmed.speedup.mean, s.confirmed.speedup.ci95,
+                s.choice.mode == "none" ? ": not beyond its CI, so none" : "");
+  std::printf("cost curve     t(k+1)/t(1):");
+  for (size_t i = 0; i < s.cost_k.size(); ++i) std::printf(" k=%d %.2f", s.cost_k[i], s.cost_curve[i]);
+  std::printf("\nprojected      speedup at draft length k for acceptance a (from the curve):");
+  for (double a : {0.5, 0.7, 0.9}) {
+    double best = 0;
+    int best_k = 0;
+    for (size_t i = 1; i < s.cost_k.size(); ++i) {
+      const double x = tune::ProjectedSpeedup(a, s.cost_k[i], s.cost_curve[i]);
+      if (x > best) best = x, best_k = s.cost_k[i];
+    }
+    std::printf(" a=%.1f x%.2f (k=%d)", a, best, best_k);
+  }
+  std::printf("\nchosen         %s\n",
+              s.choice.mode == "none" ? "none (no option was faster beyond its CI)" : s.choice.mode.c_str());
+}
+
+nlohmann::json SpecJson(const tune::SpecTuneResult& s) {
+  nlohmann::json opts = nlohmann::json::array();
+  for (const tune::SpecOption& o : s.options)
+    opts.push_back({{"option", o.Key()},
+                    {"mode", o.mode},
+                    {"ngram", o.ngram},
+                    {"max_draft", o.max_draft},
+                    {"tps", o.tps.mean},
+                    {"tps_ci95", o.tps.ci95},
+                    {"speedup", o.speedup.mean},
+                    {"speedup_ci95", o.speedup.ci95},
+                    {"drafted", o.drafted},
+                    {"acceptance", o.acceptance}});
+  nlohmann::json confirmed = nullptr;
+  if (s.confirmed.mode != "none")
+    confirmed = {{"option", s.confirmed.Key()},
+                 {"speedup", s.confirmed.speedup.mean},
+                 {"speedup_ci95", s.confirmed.speedup.ci95},
+                 {"acceptance", s.confirmed.acceptance}};
+  return {{"options", opts},         {"confirmed", confirmed},
+          {"cost_k", s.cost_k},      {"cost_curve", s.cost_curve},
+          {"chosen", s.choice.mode}, {"llama_server_flags", tune::LlamaServerSpecFlags(s.choice)}};
+}
 
 void PrintText(const TuneArgs& a, const tune::Plan& p, const tune::SearchResult& r, const Outcome& o) {
   std::printf("%s\n", tune::TrialTable(r).c_str());
@@ -117,6 +177,7 @@ void PrintText(const TuneArgs& a, const tune::Plan& p, const tune::SearchResult&
           t.id);
     }
   }
+  if (o.spec) PrintSpec(*o.spec);
   std::printf("llama-server   %s\n", o.profile.llama_server_flags.c_str());
   std::printf("llama-cli      %s\n", o.profile.llama_cli_flags.c_str());
   if (!o.saved_to.empty())
@@ -158,6 +219,7 @@ void PrintJson(const TuneArgs& a, const tune::Plan& p, const tune::SearchResult&
                       {"fingerprint", o.profile.fingerprint},
                       {"model_hash", o.profile.model_hash},
                       {"trials", trials}};
+  if (o.spec) j["speculation"] = SpecJson(*o.spec);
   std::printf("%s\n", j.dump(2).c_str());
 }
 
@@ -183,6 +245,26 @@ tune::Profile MakeProfile(const TuneArgs& a, const tune::Plan& p, const tune::Se
   return pr;
 }
 
+Result<tune::SpecTuneResult> MeasureSpeculation(const TuneArgs& a, const tune::Plan& p,
+                                                const tune::Config& best) {
+  tune::SpecTuneRequest req;
+  req.draft = a.draft;
+  req.gen_tokens = std::max(16, p.spec.gen_tokens);
+  if (!a.spec_prompts.empty()) {
+    std::ifstream f(a.spec_prompts);
+    if (!f) return MakeError(ErrorCode::kNotFound, "cannot read " + a.spec_prompts);
+    for (std::string line; std::getline(f, line);)
+      if (!line.empty()) req.prompts.push_back(line);
+    if (req.prompts.empty())
+      return MakeError(ErrorCode::kInvalidArgument, a.spec_prompts + " holds no prompt");
+  }
+  if (!a.quiet) std::fprintf(stderr, "[hone] measuring speculative decoding with the tuned parameters\n");
+  return tune::TuneSpeculation(a.model, best, req, [&](int done, int total, const std::string& what) {
+    if (!a.quiet)
+      std::fprintf(stderr, "[tune %3.0f%%] %s %d/%d\n", 100.0 * done / total, what.c_str(), done, total);
+  });
+}
+
 int Tune(const TuneArgs& a) {
   auto planned = tune::MakePlan(a, [&](const std::string& line) {
     if (!a.quiet) std::fprintf(stderr, "[hone] %s\n", line.c_str());
@@ -194,6 +276,11 @@ int Tune(const TuneArgs& a) {
   tune::Plan& p = *planned;
   auto hash = tune::ModelHash(a.model);
   if (!hash) return Fail(hash.error().ToString());
+  if (!a.draft.empty() && a.spec != "none") {
+    if (Status st = tune::CheckDraft(a.model, a.draft); !st)
+      return st.error().code == ErrorCode::kInvalidArgument ? Fail(st.error().message, 2)
+                                                            : Fail(st.error().ToString());
+  }
 
   const tune::SpaceRequest sr = tune::SpaceRequestFor(p);
   tune::SearchSpace space = tune::BuildSearchSpace(p.machine, sr);
@@ -230,6 +317,14 @@ int Tune(const TuneArgs& a) {
                                     p.machine.bandwidth.read_gbps,
                                     o.best ? o.best->mean(&tune::Sample::decode_tps) : 0);
   o.profile = MakeProfile(a, p, r, *hash);
+  if (a.spec != "none") {
+    auto spec = MeasureSpeculation(a, p, r.best);
+    if (!spec) return Fail("speculation: " + spec.error().ToString());
+    o.profile.spec = spec->choice;
+    const std::string flags = tune::LlamaServerSpecFlags(spec->choice);
+    if (!flags.empty()) o.profile.llama_server_flags += " " + flags;
+    o.spec = std::move(*spec);
+  }
   if (!a.no_save) {
     std::string path = tune::ProfilePath(o.profile.fingerprint, o.profile.model_hash);
     if (Status s = tune::SaveProfile(o.profile, path); !s) return Fail(s.error().ToString());
@@ -262,6 +357,17 @@ Runner AddTuneCommand(CLI::App& app) {
   cmd->add_flag("--json", a->json, "Print one JSON object with every trial and the result");
   cmd->add_flag("-q,--quiet", a->quiet, "No progress lines");
   cmd->add_flag("--no-save", a->no_save, "Do not write the profile");
+  cmd->add_option("--spec", a->spec,
+                  "auto: also measure speculative decoding and keep what pays; none: skip it")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "none"}));
+  cmd->add_option("--draft", a->draft, "A draft model to measure among the speculation options")
+      ->check(CLI::ExistingFile);
+  cmd->add_option(
+         "--spec-prompts", a->spec_prompts,
+         "File of prompts (one per line) for the speculation stage; default: built-in support replies "
+         "and a story")
+      ->check(CLI::ExistingFile);
   cmd->add_flag(
       "--no-isolate", a->no_isolate,
       "Measure every configuration in-process without first running its kernels in a child process");

@@ -45,7 +45,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // CLI11 prints the message; its codes (105, 106, 109, ...) become the
+    // usual 2 for a usage error, as hone's own argument checks return.
+    return app.exit(e) == 0 ? 0 : 2;
   }
   hone::engine::SetVerbose(verbose);
   if (hone::Status isa = hone::engine::CheckCpuRunsThisBuild(); !isa.ok())

@@ -1,6 +1,7 @@
 #include "engine/backend.h"
 
 #include <llama.h>
+#include <log.h>  // llama.cpp common/: its drafters log through it
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -44,11 +45,17 @@ void EnsureBackend() {
   std::call_once(once, [] {
     if (const char* v = std::getenv("HONE_VERBOSE"); v && *v && *v != '0') g_verbose = true;
     llama_log_set(LogCallback, nullptr);
+    // common/'s drafters print info lines on every request ("shrink cleanup
+    // begin"); only their warnings and errors reach stderr unless verbose.
+    common_log_set_verbosity_thold(g_verbose ? LOG_LEVEL_DEBUG : LOG_LEVEL_WARN);
     llama_backend_init();
   });
 }
 
-void SetVerbose(bool verbose) { g_verbose = verbose; }
+void SetVerbose(bool verbose) {
+  g_verbose = verbose;
+  common_log_set_verbosity_thold(verbose ? LOG_LEVEL_DEBUG : LOG_LEVEL_WARN);
+}
 
 std::string TakeRecentLlamaErrors() {
   std::string out;
@@ -90,9 +97,9 @@ bool Cpuid(unsigned leaf, unsigned subleaf, int reg, int bit) {
   return (r[reg] >> bit) & 1u;
 }
 enum { kEax = 0, kEcx = 2, kEdx = 3 };
-#define HONE_ISA_CPUID(macro, leaf, subleaf, reg, bit)     \
-  {                                                        \
-    macro, [] { return Cpuid(leaf, subleaf, reg, bit); }   \
+#define HONE_ISA_CPUID(macro, leaf, subleaf, reg, bit)   \
+  {                                                      \
+    macro, [] { return Cpuid(leaf, subleaf, reg, bit); } \
   }
 #endif
 const IsaCheck kIsaChecks[] = {

@@ -8,23 +8,11 @@
 
 namespace hone::serve {
 
-const std::vector<Setting<ServeConfig>>& Settings() {
-  static const std::vector<Setting<ServeConfig>> kSettings = {
-      {"models", "Folder of .gguf models to serve (name = file stem)",
-       [](ServeConfig& c, const std::string& v) { return c.models_dir = v, Status::Ok(); }},
-      {"slots", "Parallel sequences per model (default: a tuned profile's, else 4)",
-       [](ServeConfig& c, const std::string& v) {
-         c.slots_set = true;
-         return SetInt("slots", v, &c.slots, 1);
-       }},
-      {"profiles", "Apply tuned profiles from `hone tune` (true/false)",
-       [](ServeConfig& c, const std::string& v) { return SetBool("profiles", v, &c.profiles); }},
-      {"ctx", "Context (tokens) per slot",
-       [](ServeConfig& c, const std::string& v) { return SetInt("ctx", v, &c.ctx, 16); }},
-      {"batch", "Most tokens per decode step",
-       [](ServeConfig& c, const std::string& v) { return SetInt("batch", v, &c.batch, 1); }},
-      {"prefill-chunk", "Most prompt tokens per step while other streams run",
-       [](ServeConfig& c, const std::string& v) { return SetInt("prefill-chunk", v, &c.prefill_chunk, 1); }},
+namespace {
+
+// Speculative decoding: which drafter, which draft model, how far it drafts.
+std::vector<Setting<ServeConfig>> SpecSettings() {
+  return {
       {"spec",
        "Speculative decoding: auto (the tuned profile's choice, else none), none, an n-gram drafter "
        "(ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod), draft-simple (with --draft) or a list; "
@@ -42,6 +30,43 @@ const std::vector<Setting<ServeConfig>>& Settings() {
        [](ServeConfig& c, const std::string& v) {
          return SetFraction("spec-min-gain", v, &c.spec_min_gain);
        }},
+  };
+}
+
+// The prompt cache's tiers beyond the slots.
+std::vector<Setting<ServeConfig>> CacheSettings() {
+  return {
+      {"cache-ram",
+       "Prompt cache in RAM per loaded model: a size (4G), 0 for off, or auto (a quarter of free memory, at "
+       "most 8G)",
+       [](ServeConfig& c, const std::string& v) { return c.cache_ram = v, Status::Ok(); }},
+      {"cache-disk",
+       "Prompt cache on disk per loaded model, kept across restarts: a size, 0 for off, or auto (a tenth of "
+       "the "
+       "free disk, at most 16G)",
+       [](ServeConfig& c, const std::string& v) { return c.cache_disk = v, Status::Ok(); }},
+      {"cache-dir", "Folder of the prompt cache's disk tier (default <state-dir>/prompt-cache)",
+       [](ServeConfig& c, const std::string& v) { return c.cache_dir = v, Status::Ok(); }},
+  };
+}
+
+std::vector<Setting<ServeConfig>> ServingSettings() {
+  return {
+      {"models", "Folder of .gguf models to serve (name = file stem)",
+       [](ServeConfig& c, const std::string& v) { return c.models_dir = v, Status::Ok(); }},
+      {"slots", "Parallel sequences per model (default: a tuned profile's, else 4)",
+       [](ServeConfig& c, const std::string& v) {
+         c.slots_set = true;
+         return SetInt("slots", v, &c.slots, 1);
+       }},
+      {"profiles", "Apply tuned profiles from `hone tune` (true/false)",
+       [](ServeConfig& c, const std::string& v) { return SetBool("profiles", v, &c.profiles); }},
+      {"ctx", "Context (tokens) per slot",
+       [](ServeConfig& c, const std::string& v) { return SetInt("ctx", v, &c.ctx, 16); }},
+      {"batch", "Most tokens per decode step",
+       [](ServeConfig& c, const std::string& v) { return SetInt("batch", v, &c.batch, 1); }},
+      {"prefill-chunk", "Most prompt tokens per step while other streams run",
+       [](ServeConfig& c, const std::string& v) { return SetInt("prefill-chunk", v, &c.prefill_chunk, 1); }},
       {"max-queue", "Waiting requests per model before 429/503",
        [](ServeConfig& c, const std::string& v) { return SetInt("max-queue", v, &c.max_queue, 0); }},
       {"inference-nice",
@@ -76,18 +101,17 @@ const std::vector<Setting<ServeConfig>>& Settings() {
        [](ServeConfig& c, const std::string& v) { return c.pinned = SplitComma(v), Status::Ok(); }},
       {"state-dir", "Folder for the spend ledger (default ~/.local/state/hone)",
        [](ServeConfig& c, const std::string& v) { return c.state_dir = v, Status::Ok(); }},
-      {"cache-ram",
-       "Prompt cache in RAM per loaded model: a size (4G), 0 for off, or auto (a quarter of free memory, at "
-       "most 8G)",
-       [](ServeConfig& c, const std::string& v) { return c.cache_ram = v, Status::Ok(); }},
-      {"cache-disk",
-       "Prompt cache on disk per loaded model, kept across restarts: a size, 0 for off, or auto (a tenth of "
-       "the "
-       "free disk, at most 16G)",
-       [](ServeConfig& c, const std::string& v) { return c.cache_disk = v, Status::Ok(); }},
-      {"cache-dir", "Folder of the prompt cache's disk tier (default <state-dir>/prompt-cache)",
-       [](ServeConfig& c, const std::string& v) { return c.cache_dir = v, Status::Ok(); }},
   };
+}
+
+}  // namespace
+
+const std::vector<Setting<ServeConfig>>& Settings() {
+  static const std::vector<Setting<ServeConfig>> kSettings = [] {
+    std::vector<Setting<ServeConfig>> all = ServingSettings();
+    for (auto group : {SpecSettings(), CacheSettings()}) all.insert(all.end(), group.begin(), group.end());
+    return all;
+  }();
   return kSettings;
 }
 

@@ -289,29 +289,37 @@ Status ModelPool::ChooseSpec(const RegistryEntry& e, const std::string& profile_
   return Status::Ok();
 }
 
+// A tuned profile for this model file (from `hone tune`) sets the threads,
+// batch sizes, slots and the speculation it measured best.
+void ModelPool::ApplyTunedProfile(const RegistryEntry& e, SchedulerOptions* so, engine::LoadOptions* lo,
+                                  std::string* profile_path, std::string* profile_spec) const {
+#ifdef HONE_HAVE_TUNE
+  if (!opt_.use_profiles) return;
+  auto p = tune::FindProfile(e.path);
+  if (!p || !p->has_value()) return;
+  const tune::Profile& prof = **p;
+  engine::SessionOptions tuned;
+  tune::ApplyProfile(prof, &tuned, lo);
+  so->tuned = tuned;
+  int slots = prof.config.n_parallel > 1 ? prof.config.n_parallel : prof.concurrency;
+  if (!opt_.slots_explicit && slots > 1) so->slots = slots;
+  *profile_path = prof.path;
+  if (prof.spec.measured && prof.spec.mode != "none") {
+    *profile_spec = prof.spec.mode;
+    if (prof.spec.ngram > 0) so->spec_ngram = prof.spec.ngram;
+    so->spec_max = prof.spec.max_draft;
+  }
+#else
+  (void)e, (void)so, (void)lo, (void)profile_path, (void)profile_spec;
+#endif
+}
+
 Result<std::shared_ptr<LoadedModel>> ModelPool::Load(const RegistryEntry& e) {
   SchedulerOptions so = opt_.scheduler;
   engine::LoadOptions lo;
   lo.mode = opt_.load_mode;
   std::string profile_path, profile_spec;
-#ifdef HONE_HAVE_TUNE
-  if (opt_.use_profiles) {
-    if (auto p = tune::FindProfile(e.path); p && p->has_value()) {
-      engine::SessionOptions tuned;
-      tune::ApplyProfile(**p, &tuned, &lo);
-      so.tuned = tuned;
-      const tune::Profile& prof = **p;
-      int slots = prof.config.n_parallel > 1 ? prof.config.n_parallel : prof.concurrency;
-      if (!opt_.slots_explicit && slots > 1) so.slots = slots;
-      profile_path = (*p)->path;
-      if (prof.spec.measured && prof.spec.mode != "none") {
-        profile_spec = prof.spec.mode;
-        if (prof.spec.ngram > 0) so.spec_ngram = prof.spec.ngram;
-        so.spec_max = prof.spec.max_draft;
-      }
-    }
-  }
-#endif
+  ApplyTunedProfile(e, &so, &lo, &profile_path, &profile_spec);
   if (so.cache.ram_bytes > 0 || so.cache.disk_bytes > 0) PromptCacheFor(e, &so);
   std::string draft_path;
   if (Status s = ChooseSpec(e, profile_spec, &so, &draft_path); !s) {

@@ -89,7 +89,7 @@ class LoadedModel {
   // Held for a whole Embed call: one embedding batch at a time per model, as
   // the context holds one batch; a waiter gives up after its deadline.
   std::timed_mutex embed_mu_;
-  std::atomic<int> embed_waiting_{0};  // Embed calls not yet holding embed_mu_
+  std::atomic<int> embed_waiting_{0};               // Embed calls not yet holding embed_mu_
   std::atomic<bool> embed_running_{false};          // an Embed holds embed_mu_
   std::atomic<long> embed_tokens_{0};               // EmbedLoad::tokens_ahead
   std::atomic<double> embed_s_per_token_{0};        // EWMA; written under embed_mu_
@@ -146,6 +146,8 @@ class ModelPool {
   uint64_t EstimateBytes(const RegistryEntry& e) const { return EstimateBytes(e, opt_.scheduler); }
   uint64_t EstimateBytes(const RegistryEntry& e, const SchedulerOptions& s) const;
   void PromptCacheFor(const RegistryEntry& e, SchedulerOptions* so) const;
+  void ApplyTunedProfile(const RegistryEntry& e, SchedulerOptions* so, engine::LoadOptions* lo,
+                         std::string* profile_path, std::string* profile_spec) const;
   // The speculation mode and draft model file for this model: per-model
   // settings, then the server's, "auto" resolved by the tuned profile.
   Status ChooseSpec(const RegistryEntry& e, const std::string& profile_spec, SchedulerOptions* so,
@@ -155,9 +157,9 @@ class ModelPool {
  private:
   friend class Lease;
   struct Entry {
-    std::mutex load_mu;  // one load at a time per model; other models keep serving
+    std::mutex load_mu;                   // one load at a time per model; other models keep serving
     std::shared_ptr<LoadedModel> loaded;  // GUARDED_BY(ModelPool::mu_): null when not resident
-    std::atomic<int> load_waiters{0};  // Acquire calls at or past load_mu
+    std::atomic<int> load_waiters{0};     // Acquire calls at or past load_mu
     // GUARDED_BY(load_mu): the last failed load, its file's identity, and until when it stands.
     std::optional<Error> failed;
     std::string failed_file;  // size and mtime when it failed
@@ -191,6 +193,5 @@ class ModelPool {
   uint64_t reserved_bytes_ = 0;
   std::thread reaper_;
 };
-
 
 }  // namespace hone::serve

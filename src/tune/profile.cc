@@ -114,15 +114,29 @@ Status Need(const toml::table& t, const char* section, const char* key, T* out) 
   return {};
 }
 
-}  // namespace
+// The [speculation] table `hone tune` writes: which drafter won and what it measured.
+Result<SpecChoice> SpecFromToml(const toml::table& sp) {
+  SpecChoice spec;
+  spec.measured = true;
+  spec.mode = sp["mode"].value_or(std::string("none"));
+  spec.draft = sp["draft"].value_or(std::string());
+  spec.ngram = static_cast<int>(sp["ngram"].value_or(int64_t{0}));
+  spec.max_draft = static_cast<int>(sp["max_draft"].value_or(int64_t{16}));
+  spec.speedup = sp["speedup"].value_or(1.0);
+  spec.acceptance = sp["acceptance"].value_or(0.0);
+  if (const toml::array* a = sp["cost_curve"].as_array())
+    for (const toml::node& n : *a) spec.cost_curve.push_back(n.value_or(0.0));
+  if (spec.ngram < 0 || spec.ngram > 64 || spec.max_draft < 1)
+    return MakeError(ErrorCode::kCorrupt, "profile: speculation.ngram or max_draft out of range");
+  return spec;
+}
 
-Result<Profile> ProfileFromToml(const std::string& text) {
-  // toml++ reports parse errors by exception or by value, depending on how it
-  // was configured; exceptions must not leave this module either way.
-  toml::table t;
+// toml++ reports parse errors by exception or by value, depending on how it
+// was configured; exceptions must not leave this module either way.
+Result<toml::table> ParseProfileText(const std::string& text) {
 #if TOML_EXCEPTIONS
   try {
-    t = toml::parse(text);
+    return toml::parse(text);
   } catch (const toml::parse_error& e) {
     std::ostringstream why;
     why << e.description() << " at line " << e.source().begin.line;
@@ -135,8 +149,16 @@ Result<Profile> ProfileFromToml(const std::string& text) {
     why << parsed.error().description() << " at line " << parsed.error().source().begin.line;
     return MakeError(ErrorCode::kCorrupt, "profile is not valid TOML: " + why.str());
   }
-  t = std::move(parsed).table();
+  return std::move(parsed).table();
 #endif
+}
+
+}  // namespace
+
+Result<Profile> ProfileFromToml(const std::string& text) {
+  auto parsed = ParseProfileText(text);
+  if (!parsed) return parsed.error();
+  toml::table t = std::move(*parsed);
   Profile p;
   Config& c = p.config;
   std::string fa, load;
@@ -188,17 +210,9 @@ Result<Profile> ProfileFromToml(const std::string& text) {
   p.llama_server_flags = t["llama_cpp"]["llama_server"].value_or(std::string());
   p.llama_cli_flags = t["llama_cpp"]["llama_cli"].value_or(std::string());
   if (const toml::table* sp = t["speculation"].as_table()) {
-    p.spec.measured = true;
-    p.spec.mode = (*sp)["mode"].value_or(std::string("none"));
-    p.spec.draft = (*sp)["draft"].value_or(std::string());
-    p.spec.ngram = static_cast<int>((*sp)["ngram"].value_or(int64_t{0}));
-    p.spec.max_draft = static_cast<int>((*sp)["max_draft"].value_or(int64_t{16}));
-    p.spec.speedup = (*sp)["speedup"].value_or(1.0);
-    p.spec.acceptance = (*sp)["acceptance"].value_or(0.0);
-    if (const toml::array* a = (*sp)["cost_curve"].as_array())
-      for (const toml::node& n : *a) p.spec.cost_curve.push_back(n.value_or(0.0));
-    if (p.spec.ngram < 0 || p.spec.ngram > 64 || p.spec.max_draft < 1)
-      return MakeError(ErrorCode::kCorrupt, "profile: speculation.ngram or max_draft out of range");
+    auto spec = SpecFromToml(*sp);
+    if (!spec) return spec.error();
+    p.spec = *spec;
   }
   return p;
 }
