@@ -26,7 +26,7 @@ namespace hone::cli {
 namespace {
 
 struct TuneArgs : tune::TuneRequest {
-  std::string spec = "auto";  // auto: measure speculation; none: skip it
+  std::string spec = "auto";  // auto: measure speculation too; none: skip it; only: just speculation
   std::string draft;
   std::string spec_prompts;  // a file, one prompt per line
   bool json = false;
@@ -265,6 +265,43 @@ Result<tune::SpecTuneResult> MeasureSpeculation(const TuneArgs& a, const tune::P
   });
 }
 
+// --spec only: the run parameters of this machine's saved profile (else the
+// defaults) stay as they are; only the speculation stage is measured, and the
+// profile's [speculation] and llama-server flags are rewritten. For adding a
+// draft model, or new prompts, without tuning everything again.
+int TuneSpeculationOnly(const TuneArgs& a, const tune::Plan& p, const tune::Config& defaults) {
+  auto found = tune::FindProfile(a.model);
+  if (!found) return Fail(found.error().ToString());
+  const tune::Config config = *found ? (*found)->config : defaults;
+  auto spec = MeasureSpeculation(a, p, config);
+  if (!spec) return Fail("speculation: " + spec.error().ToString());
+  std::string saved_to;
+  if (*found && !a.no_save) {
+    tune::Profile profile = **found;
+    profile.spec = spec->choice;
+    profile.llama_server_flags =
+        tune::LlamaFlags(config, tune::LlamaTool::kServer, static_cast<int>(p.spec.n_ctx));
+    const std::string flags = tune::LlamaServerSpecFlags(spec->choice);
+    if (!flags.empty()) profile.llama_server_flags += " " + flags;
+    if (Status s = tune::SaveProfile(profile, profile.path); !s) return Fail(s.error().ToString());
+    saved_to = profile.path;
+  }
+  if (a.json) {
+    nlohmann::json j = {{"model", a.model},
+                        {"params", tune::ConfigJson(config)},
+                        {"params_from", *found ? "profile" : "defaults"},
+                        {"speculation", SpecJson(*spec)},
+                        {"profile", saved_to.empty() ? nlohmann::json(nullptr) : nlohmann::json(saved_to)}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("params         %s (%s)\n", config.Key().c_str(),
+              *found ? "from the saved profile" : "the defaults: no profile saved for this model here");
+  PrintSpec(*spec);
+  if (!saved_to.empty()) std::printf("\nsaved          %s\n", saved_to.c_str());
+  return 0;
+}
+
 int Tune(const TuneArgs& a) {
   auto planned = tune::MakePlan(a, [&](const std::string& line) {
     if (!a.quiet) std::fprintf(stderr, "[hone] %s\n", line.c_str());
@@ -284,6 +321,7 @@ int Tune(const TuneArgs& a) {
 
   const tune::SpaceRequest sr = tune::SpaceRequestFor(p);
   tune::SearchSpace space = tune::BuildSearchSpace(p.machine, sr);
+  if (a.spec == "only") return TuneSpeculationOnly(a, p, space.defaults);
   Outcome o;
   o.grid_size = space.GridSize();
   if (!a.quiet) {
@@ -358,9 +396,10 @@ Runner AddTuneCommand(CLI::App& app) {
   cmd->add_flag("-q,--quiet", a->quiet, "No progress lines");
   cmd->add_flag("--no-save", a->no_save, "Do not write the profile");
   cmd->add_option("--spec", a->spec,
-                  "auto: also measure speculative decoding and keep what pays; none: skip it")
+                  "auto: also measure speculative decoding and keep what pays; none: skip it; only: "
+                  "keep the saved profile's run parameters and measure just speculation")
       ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "none"}));
+      ->check(CLI::IsMember({"auto", "none", "only"}));
   cmd->add_option("--draft", a->draft, "A draft model to measure among the speculation options")
       ->check(CLI::ExistingFile);
   cmd->add_option(

@@ -65,6 +65,29 @@ TEST(TuneCli, ShortTuneWritesAProfileThatRunPicksUp) {
   EXPECT_EQ(t["speculation"]["mode"].value_or(std::string()), j["speculation"]["chosen"].get<std::string>());
   EXPECT_EQ(t["speculation"]["cost_curve"].as_array()->size(), j["speculation"]["cost_curve"].size());
 
+  // --spec only: the saved run parameters stay, speculation is measured again
+  // and rewritten in the same profile.
+  auto only =
+      RunCommand(ProfileEnv(dir) + HoneBinary() + " tune " + model + " --spec only --json -q 2>/dev/null");
+  ASSERT_EQ(only.exit_code, 0) << only.output;
+  nlohmann::json oj = JsonOf(only.output);
+  ASSERT_TRUE(oj["speculation"].is_object()) << only.output;
+  EXPECT_EQ(oj["params_from"], "profile");
+  EXPECT_EQ(oj["profile"], path);
+  EXPECT_EQ(oj["params"]["threads"].get<int64_t>(), t["params"]["threads"].value_or(int64_t{0}));
+  auto again = toml::parse_file(path);
+#if TOML_EXCEPTIONS
+  const toml::table& t2 = again;
+#else
+  ASSERT_TRUE(again) << again.error().description();
+  const toml::table& t2 = again.table();
+#endif
+  EXPECT_EQ(t2["speculation"]["mode"].value_or(std::string()),
+            oj["speculation"]["chosen"].get<std::string>());
+  EXPECT_EQ(t2["params"]["threads"].value_or(int64_t{0}), t["params"]["threads"].value_or(int64_t{0}));
+  EXPECT_EQ(t2["profile"]["created"].value_or(std::string()),
+            t["profile"]["created"].value_or(std::string()));
+
   auto run =
       RunCommand(ProfileEnv(dir) + HoneBinary() + " run " + model + " -p Once -n 4 --temp 0 -q --json");
   ASSERT_EQ(run.exit_code, 0) << run.output;

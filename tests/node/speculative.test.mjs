@@ -1,6 +1,6 @@
 // Speculative decoding (--spec, serve/scheduler_spec.cc): the output is the
 // output without it, token for token, for greedy and seeded sampling, beside
-// a grammar-constrained request in the same batch; drafts are made and kept
+// a grammar-constrained request and a forced tool call in the same batch; drafts are made and kept
 // on the trained TinyStories model; a stream cancelled mid-draft leaves the
 // slot clean; an unknown mode is refused at start. With a draft model
 // (per model in the config file, by registry name): the same output, drafts
@@ -23,8 +23,11 @@ before(async () => {
     const link = path.join(dir, f);
     if (!fs.existsSync(link)) fs.symlinkSync(path.join(shared, f), link);
   }
-  const tiny = path.join(dir, 'tiny.gguf');
-  if (!fs.existsSync(tiny)) fs.symlinkSync(path.join(modelsDir(), 'tiny.gguf'), tiny);
+  // `tiny` twice: `tiny-ngram` drafts with ngram-mod in the config below.
+  for (const name of ['tiny.gguf', 'tiny-ngram.gguf']) {
+    const link = path.join(dir, name);
+    if (!fs.existsSync(link)) fs.symlinkSync(path.join(modelsDir(), 'tiny.gguf'), link);
+  }
   const common = ['--models', dir, '--slots', '2', '--cache-ram', '0', '--cache-disk', '0'];
   plain = await startServer(common);
   // --spec-min-gain 0: always draft, so each test exercises drafts (on this
@@ -34,7 +37,10 @@ before(async () => {
   // `tiny` (Qwen's vocabulary) is given the same draft model, which cannot fit it.
   const config = path.join(dir, 'draft.toml');
   fs.writeFileSync(config, '[model_options.tinystories-d256-l4-f32]\nspec = "draft-simple"\ndraft = "stories260K"\n' +
-                           '[model_options.tiny]\nspec = "draft-simple"\ndraft = "stories260K"\n');
+                           '[model_options.tiny]\nspec = "draft-simple"\ndraft = "stories260K"\n' +
+                           // ngram-mod: random weights fall into one-token loops, which ngram-simple never drafts
+                           // (its latest match is too close to copy from); ngram-mod does.
+                           '[model_options.tiny-ngram]\nspec = "ngram-mod"\n');
   drafted = await startServer([...common, '--config', config, '--spec-min-gain', '0']);
 });
 after(async () => {
@@ -103,6 +109,40 @@ test('a schema-constrained generation beside a drafting one, in the same batch: 
   assert.equal(typeof obj.name, 'string');
   assert.equal(b.json.json.response, a.json.json.response);
   assert.equal(b.story, a.story);
+});
+
+test('a forced tool call beside a drafting request, in the same batch: both as without speculation', async () => {
+  // On `tiny-ngram` (the synthetic Qwen2.5: its chat template renders tools;
+  // random weights repeat themselves, so ngram-mod finds drafts), with the
+  // config's per-model spec. The tool call is grammar-constrained to its
+  // schema; the other is a plain completion.
+  const tool = {
+    type: 'function',
+    function: { name: 'lookup_order', description: 'Look up an order by its number',
+                parameters: { type: 'object', properties: { order_id: { type: 'integer' } }, required: ['order_id'] } },
+  };
+  const run = async (server) => {
+    const before = await metric(server.url, 'hone_spec_draft_tokens_total', 'tiny-ngram') ?? 0;
+    const [call, text] = await Promise.all([
+      post(server.url + '/v1/chat/completions', {
+        model: 'tiny-ngram', messages: [{ role: 'user', content: 'Where is order 42?' }], tools: [tool],
+        tool_choice: 'required', temperature: 0, max_tokens: 60 }),
+      post(server.url + '/v1/completions', { model: 'tiny-ngram', prompt: 'order 42 order 42 order 42 order 42 order',
+                                             temperature: 0, max_tokens: 120 }),
+    ]);
+    const after = await metric(server.url, 'hone_spec_draft_tokens_total', 'tiny-ngram') ?? 0;
+    assert.equal(call.status, 200, call.text);
+    assert.equal(text.status, 200, text.text);
+    return { call: call.json.choices[0].message.tool_calls, text: text.json.choices[0].text, drafted: after - before };
+  };
+  const a = await run(plain);
+  const b = await run(drafted);
+  assert.ok(b.drafted > 0, 'nothing was drafted beside the tool call');
+  assert.equal(b.call.length >= 1, true, JSON.stringify(b.call));
+  assert.equal(b.call[0].function.name, 'lookup_order');
+  assert.equal(typeof JSON.parse(b.call[0].function.arguments).order_id, 'number');
+  assert.deepEqual(b.call.map((c) => c.function), a.call.map((c) => c.function));
+  assert.equal(b.text, a.text);
 });
 
 test('a stream cancelled mid-draft frees its slot and the next answer is unchanged', async () => {
