@@ -14,10 +14,16 @@ Repeated --reps [3] times with the servers started fresh in rotating order;
 ratios to "hone, no spec" with 95% CIs over the reps.
 
 Servers: hone (none), hone --spec ngram-simple --spec-ngram N, llama-server
-(none), llama-server --spec-type ngram-simple --spec-ngram-simple-size-n N.
+(none), llama-server --spec-type ngram-simple --spec-ngram-simple-size-n N;
+with --servers also hone-mod / llama-mod (ngram-mod), and hone-draft /
+llama-draft: the draft model --draft [../shared/models/stories260K.gguf]
+(same vocabulary) at most --draft-max [8] tokens per step (hone --spec
+draft-simple --draft M --spec-max N; llama-server -md M --spec-type
+draft-simple --spec-draft-n-max N).
 
 Usage: bench/spec_vs_llama_server.py [--model M] [--ngram 3] [--reps 3] [--levels 1,4,8]
-       [--max-tokens 200] [--per-client 4] [--servers hone,hone-spec,llama,llama-spec]
+       [--max-tokens 200] [--per-client 4] [--draft M] [--draft-max 8]
+       [--servers hone,hone-spec,llama,llama-spec,hone-mod,llama-mod,hone-draft,llama-draft]
 Writes bench/results/spec-<host>-<date>.{md,json}.
 """
 import argparse, datetime, http.client, json, os, platform, subprocess, sys, threading, time
@@ -38,6 +44,8 @@ PROMPTS = [
 SERVERS = {
     "hone": "hone, no spec", "hone-spec": "hone --spec ngram-simple",
     "llama": "llama-server, no spec", "llama-spec": "llama-server --spec-type ngram-simple",
+    "hone-mod": "hone --spec ngram-mod", "llama-mod": "llama-server --spec-type ngram-mod",
+    "hone-draft": "hone --spec draft-simple --draft", "llama-draft": "llama-server --spec-type draft-simple -md",
 }
 
 
@@ -49,11 +57,19 @@ def start(kind, a, peer_bin):
                "--quiet", "true", "--cache-ram", "0", "--cache-disk", "0"]
         if kind == "hone-spec":
             cmd += ["--spec", "ngram-simple", "--spec-ngram", str(a.ngram)]
+        elif kind == "hone-mod":
+            cmd += ["--spec", "ngram-mod"]
+        elif kind == "hone-draft":
+            cmd += ["--spec", "draft-simple", "--draft", a.draft, "--spec-max", str(a.draft_max)]
     else:
         cmd = [os.path.join(peer_bin, "llama-server"), "-m", a.model, "--port", str(port), "-np", "8",
                "-c", str(8 * 1024), "-t", str(a.threads)]
         if kind == "llama-spec":
             cmd += ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", str(a.ngram)]
+        elif kind == "llama-mod":
+            cmd += ["--spec-type", "ngram-mod"]
+        elif kind == "llama-draft":
+            cmd += ["-md", a.draft, "--spec-type", "draft-simple", "--spec-draft-n-max", str(a.draft_max)]
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_ready(port, p)
     return p, port
@@ -115,8 +131,11 @@ def main():
     ap.add_argument("--per-client", type=int, default=4)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--servers", default="hone,hone-spec,llama,llama-spec")
+    ap.add_argument("--draft", default=os.path.join(ROOT, "..", "shared", "models", "stories260K.gguf"))
+    ap.add_argument("--draft-max", type=int, default=8)
     a = ap.parse_args()
     a.model = os.path.abspath(a.model)
+    a.draft = os.path.abspath(a.draft)
     model = os.path.splitext(os.path.basename(a.model))[0]
     kinds = a.servers.split(",")
     peer_bin = os.environ.get("HONE_PEER_BIN_DIR") or os.path.join(peer_prefix(), "bin")
@@ -129,9 +148,10 @@ def main():
             try:
                 one(port, model, PROMPTS[0], 8)  # warm
                 for lv in levels:
-                    before = spec_counts(port, model) if kind == "hone-spec" else (0, 0)
+                    hone_spec = kind.startswith("hone-")
+                    before = spec_counts(port, model) if hone_spec else (0, 0)
                     r = level(port, model, lv, a)
-                    if kind == "hone-spec":
+                    if hone_spec:
                         after = spec_counts(port, model)
                         r["drafted"], r["kept"] = after[0] - before[0], after[1] - before[1]
                     data[kind][lv].append(r)
@@ -146,7 +166,7 @@ def main():
 def write(a, model, kinds, levels, data):
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M")
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
-    md = [f"# Speculative decoding (n-gram): hone vs llama-server ({stamp})", "",
+    md = [f"# Speculative decoding: hone vs llama-server ({stamp})", "",
           f"Machine: {cpu}, {os.cpu_count()} CPUs; model {os.path.basename(a.model)}; greedy, ignore_eos, "
           f"{a.max_tokens} tokens per request, {a.per_client} requests per client; n-gram {a.ngram}; {a.reps} reps.",
           f"Command: `python3 bench/spec_vs_llama_server.py {' '.join(sys.argv[1:])}`", "",
