@@ -451,12 +451,12 @@ void Scheduler::Step() {
     UpdateGauges();
     return;
   }
-  // 3. Sample where logits came out.
+  // 3. Sample where logits came out (which clears each slot's drafts: ask first).
+  const bool drafted =
+      std::any_of(decoding.begin(), decoding.end(), [](const Slot* d) { return !d->draft.empty(); });
   for (auto& sp : slots_) Sample(*sp);
   if (drafter_ && prefill_tokens == 0)
-    MeasureSpec(
-        std::any_of(decoding.begin(), decoding.end(), [](const Slot* d) { return !d->draft.empty(); }),
-        std::chrono::duration<double>(Clock::now() - step_start).count(), tokens_this_step_);
+    MeasureSpec(drafted, std::chrono::duration<double>(Clock::now() - step_start).count(), tokens_this_step_);
   UpdateGauges();
 }
 

@@ -157,7 +157,7 @@ class Scheduler {
   void Admit();
   void Step();
   void OnToken(Slot& s, engine::Token t);
-  void Sample(Slot& s);                     // the token from this step's logits, if it has any
+  void Sample(Slot& s);                       // the token from this step's logits, if it has any
   void RetryAlone(const std::string& error);  // after a failed step
   // serve/scheduler_spec.cc: speculative decoding per slot.
   // Asks the drafter for each slot's drafts to decode after s.next, within
@@ -171,7 +171,8 @@ class Scheduler {
   // without drafting, steps since the last plain probe.
   double spec_rate_ = 0, plain_rate_ = 0;
   int spec_samples_ = 0, plain_samples_ = 0, spec_off_steps_ = 0, spec_steps_since_probe_ = 0;
-  int tokens_this_step_ = 0;  // tokens emitted in the current step
+  int spec_off_length_ = 256;  // the next pause; doubles while drafting keeps losing
+  int tokens_this_step_ = 0;   // tokens emitted in the current step
   void FinishSlot(Slot& s, Finish why, const std::string& error = "");
   void UpdateGauges();
   // serve/scheduler_cache.cc: the slots and the prompt cache.
@@ -189,10 +190,10 @@ class Scheduler {
     Slot* donor = nullptr;
     size_t donor_common = 0;
   };
-  bool TakeNext(Pending* p, SlotPick* pick);  // pops it, under mu_; false: empty queue or no free slot
+  bool TakeNext(Pending* p, SlotPick* pick);        // pops it, under mu_; false: empty queue or no free slot
   void StartSlot(Pending p, const SlotPick& pick);  // KV reuse, restore or copy, then the slot's fresh state
-  void Publish();  // the slots' state for Forecast, after each step
-  Clock::time_point forecast_gauges_at_{};  // scheduler thread only: last slot-wait gauge update
+  void Publish();                                   // the slots' state for Forecast, after each step
+  Clock::time_point forecast_gauges_at_{};          // scheduler thread only: last slot-wait gauge update
 
   std::shared_ptr<engine::Model> model_;
   SchedulerOptions opt_;
@@ -201,9 +202,9 @@ class Scheduler {
   std::unique_ptr<engine::Session> session_;
   std::unique_ptr<engine::BatchDecoder> batch_;
   std::vector<std::unique_ptr<Slot>> slots_;
-  std::unique_ptr<PromptCache> cache_;  // null when off; its own lock
+  std::unique_ptr<PromptCache> cache_;        // null when off; its own lock
   std::unique_ptr<engine::Drafter> drafter_;  // null without speculation; scheduler thread only
-  size_t prefill_rr_ = 0;  // round-robin start among prefilling slots
+  size_t prefill_rr_ = 0;                     // round-robin start among prefilling slots
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -215,7 +216,7 @@ class Scheduler {
   std::atomic<long> steps_{0};
 
   Forecaster forecaster_;  // its own lock; fed after each step, read by Forecast
-  int RoomLocked() const;           // needs mu_: places left in the queue
+  int RoomLocked() const;  // needs mu_: places left in the queue
   std::thread thread_;
 };
 

@@ -17,7 +17,12 @@
 // tokens emitted per second with drafts and without (every 128 drafting
 // steps, 8 without refresh the latter); when drafting gives less than 97%
 // of plain decoding (--spec-min-gain; a model so small that a step costs the same work per
-// token, or drafts that are kept too rarely), drafting stops for 256 steps.
+// token, or drafts that are kept too rarely), drafting stops for 256 steps,
+// twice as long each time it loses again (up to 4096), so a model where it
+// never pays spends a small and shrinking share of its steps finding that out.
+// The first plain probe comes as soon as drafting has its samples, not after
+// 128 steps: a short-lived server or a slow model would lose much of its
+// life in that first stretch.
 #include <algorithm>
 
 #include "serve/scheduler.h"
@@ -28,10 +33,11 @@ namespace hone::serve {
 namespace {
 constexpr int kMissesBeforePause = 4;
 constexpr int kPauseSteps = 16;
-constexpr int kProbeEvery = 128;  // drafting steps between plain probes
-constexpr int kProbeSteps = 8;    // plain steps per probe
-constexpr int kMinSamples = 8;    // of each kind before comparing
-constexpr int kOffSteps = 256;    // steps without drafting when it does not pay
+constexpr int kProbeEvery = 128;    // drafting steps between plain probes
+constexpr int kProbeSteps = 8;      // plain steps per probe
+constexpr int kMinSamples = 8;      // of each kind before comparing
+constexpr int kOffSteps = 256;      // steps without drafting when it does not pay ...
+constexpr int kMaxOffSteps = 4096;  // ... doubling while it keeps losing
 }  // namespace
 
 bool Scheduler::SpecAllowedNow() {
@@ -40,7 +46,9 @@ bool Scheduler::SpecAllowedNow() {
     --spec_off_steps_;
     return false;
   }
-  if (++spec_steps_since_probe_ >= kProbeEvery) {
+  // No plain baseline yet, or a probe is due: decode without drafts.
+  const bool no_baseline = plain_samples_ < kMinSamples && spec_samples_ >= kMinSamples;
+  if (no_baseline || ++spec_steps_since_probe_ >= kProbeEvery) {
     spec_steps_since_probe_ = 0;
     spec_off_steps_ = kProbeSteps - 1;
     return false;
@@ -55,10 +63,13 @@ void Scheduler::MeasureSpec(bool drafted, double seconds, int emitted) {
   int& n = drafted ? spec_samples_ : plain_samples_;
   ewma = n == 0 ? rate : ewma + 0.2 * (rate - ewma);
   ++n;
-  if (drafted && spec_samples_ >= kMinSamples && plain_samples_ >= kMinSamples &&
-      spec_rate_ < opt_.spec_min_gain * plain_rate_) {
-    spec_off_steps_ = kOffSteps;
+  if (!drafted || spec_samples_ < kMinSamples || plain_samples_ < kMinSamples) return;
+  if (spec_rate_ < opt_.spec_min_gain * plain_rate_) {
+    spec_off_steps_ = spec_off_length_;
+    spec_off_length_ = std::min(spec_off_length_ * 2, kMaxOffSteps);
     spec_samples_ = 0;  // measured afresh when drafting resumes
+  } else {
+    spec_off_length_ = kOffSteps;
   }
 }
 
