@@ -185,6 +185,30 @@ test('a draft model: the same greedy and seeded output, drafts made for two slot
   assert.ok(made > 0 && kept > 0 && kept <= made, `${kept} of ${made} drafts kept`);
 });
 
+test('drafting that does not pay is paused: a draft model as slow as its target drafts for only a few steps', async () => {
+  // The default --spec-min-gain (0.97): stories260K costs about as much per
+  // token as this tiny target, so drafting measures slower than plain decoding
+  // within its first steps and pauses (256 steps, then longer). Without the
+  // pause a draft is made on nearly every step: more drafts than tokens.
+  const config = path.join(dir, 'draft-paused.toml');
+  fs.writeFileSync(config, '[model_options.tinystories-d256-l4-f32]\nspec = "draft-simple"\ndraft = "stories260K"\n');
+  const server = await startServer(['--models', dir, '--slots', '1', '--cache-ram', '0', '--cache-disk', '0', '--config', config]);
+  try {
+    let tokens = 0;
+    for (let i = 0; i < 6; ++i) {
+      const r = await post(server.url + '/v1/completions', { model: 'tinystories-d256-l4-f32', prompt: prompts[i % prompts.length],
+                                                             max_tokens: 200, temperature: 0, ignore_eos: true });
+      assert.equal(r.status, 200, r.text);
+      tokens += r.json.usage.completion_tokens;
+    }
+    const made = await metric(server.url, 'hone_spec_draft_tokens_total', 'tinystories-d256-l4-f32') ?? 0;
+    assert.ok(made > 0, 'the draft model never drafted');
+    assert.ok(made < tokens / 4, `${made} drafts for ${tokens} tokens: drafting was not paused`);
+  } finally {
+    await server.stop();
+  }
+});
+
 test('a draft model with another vocabulary fails that model\'s load with the reason; others still answer', async () => {
   const r = await post(drafted.url + '/v1/completions', { model: 'tiny', prompt: 'hello', max_tokens: 4 });
   assert.ok(r.status >= 400 && r.status < 600, `status ${r.status}`);
