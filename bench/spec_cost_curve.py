@@ -12,6 +12,9 @@ over k, and is a projection, not a measurement: it leaves out the drafter's own
 time (near zero for n-gram drafting).
 
 Usage: bench/spec_cost_curve.py [--model M ...] [--reps 2] [--acceptance 0.45,0.6,0.75]
+The 7B shape (8 min, 15 GB of disk on 2 cores) is made with:
+  build/hone synth --like qwen2.5-7b --out models/qwen2.5-7b.f16.gguf
+  build/hone quantize models/qwen2.5-7b.f16.gguf --types q4_k_m
 Writes bench/results/spec_cost_curve-<host>-<date>.{md,json}.
 """
 import argparse, datetime, json, math, os, socket, statistics, subprocess, tempfile
@@ -25,7 +28,7 @@ def peer_prefix():
     return out.stdout.strip().splitlines()[-1]
 
 
-def hone_curve(hone, model, threads, prompts):
+def hone_curve(hone, model, prompts):
     env = dict(os.environ, HONE_PROFILE_DIR=tempfile.mkdtemp(prefix="hone-cost-"))
     cmd = [hone, "tune", model, "--spec", "only", "--no-save", "--json", "-q", "--gen-tokens", "16",
            "--spec-prompts", prompts]
@@ -74,8 +77,9 @@ def main():
                                         text=True, check=True).stdout)
     threads = machine["physical_cores"]
     models = a.model or [m for m in (os.path.join(ROOT, "models/qwen2.5-0.5b.Q4_K_M.gguf"),
-                                      "/work/models/qwen2.5-7b.Q4_K_M.gguf",
                                       os.path.join(ROOT, "models/qwen2.5-7b.Q4_K_M.gguf")) if os.path.exists(m)]
+    if not models:
+        raise SystemExit("no model: run ./setup.sh (makes models/qwen2.5-0.5b.Q4_K_M.gguf) or pass --model")
     prompts = os.path.join(tempfile.mkdtemp(prefix="hone-cost-"), "p.txt")
     with open(prompts, "w") as f:
         f.write("Customer: my order 48213-A has not arrived. Agent: I am sorry, your order 48213-A\n")
@@ -84,7 +88,7 @@ def main():
     for model in models:
         hone, peer = {k: [] for k in KS}, {k: [] for k in KS}
         for rep in range(a.reps):  # interleaved: drift hits both alike
-            for k, v in hone_curve(a.hone, model, threads, prompts).items():
+            for k, v in hone_curve(a.hone, model, prompts).items():
                 hone[int(k)].append(v)
             for k, v in peer_curve(peer_bin, model, threads).items():
                 peer[k].append(v)
