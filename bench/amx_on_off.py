@@ -17,7 +17,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tg_vs_llama_bench import ROOT, peer_prefix, summary  # noqa: E402
 
 
-def shim():
+def shim(prebuilt):
+    # A machine without a C compiler (a borrowed box) takes one built elsewhere.
+    if prebuilt:
+        return prebuilt
     out = os.path.join(tempfile.mkdtemp(prefix="hone-amx-"), "amx_refuse.so")
     subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", out, os.path.join(ROOT, "bench/amx_refuse.c"), "-ldl"],
                    check=True)
@@ -41,11 +44,14 @@ def hone_once(hone, model, pp, tg, threads, env):
 
 
 def peer_once(peer_bin, model, pp, tg, threads, env):
-    cmd = [os.path.join(peer_bin, "llama-bench"), "-m", model, "-p", str(pp), "-n", str(tg), "-t", str(threads),
-           "-r", "1", "-o", "json"]
+    # hone decodes after its pp-token prompt, so the peer's tg is taken at the
+    # same depth (-d): from an empty context it was twice as fast on the
+    # 16-core Xeon (decode of a 0.5B model at depth 512 is half attention).
+    cmd = [os.path.join(peer_bin, "llama-bench"), "-m", model, "-p", str(pp), "-n", str(tg), "-d", f"0,{pp}",
+           "-t", str(threads), "-r", "1", "-o", "json"]
     rows = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout)
-    pp_ts = next(r["avg_ts"] for r in rows if r["n_prompt"] > 0)
-    tg_ts = next(r["avg_ts"] for r in rows if r["n_gen"] > 0)
+    pp_ts = next(r["avg_ts"] for r in rows if r["n_prompt"] > 0 and r["n_depth"] == 0)
+    tg_ts = next(r["avg_ts"] for r in rows if r["n_gen"] > 0 and r["n_depth"] == pp)
     return pp_ts, tg_ts
 
 
@@ -60,6 +66,8 @@ def main():
     ap.add_argument("--models-dir", default=os.path.join(ROOT, "models"))
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "bench/results"))
     ap.add_argument("--force", action="store_true", help="run even where the CPU has no AMX")
+    ap.add_argument("--peer-bin", default="", help="folder of the peer llama-bench (default: the pinned build's)")
+    ap.add_argument("--shim", default="", help="a prebuilt amx_refuse.so (default: built here with cc)")
     a = ap.parse_args()
 
     machine = json.loads(subprocess.run([a.hone, "info", "--json", "--no-bandwidth"], capture_output=True, text=True,
@@ -68,12 +76,12 @@ def main():
         print("AMX " + machine["amx"]["reason"] + ": nothing to compare (--force runs anyway)", file=sys.stderr)
         return 2
     threads = a.threads or machine["physical_cores"]
-    peer_bin = os.path.join(peer_prefix(), "bin")
+    peer_bin = a.peer_bin or os.path.join(peer_prefix(), "bin")
     f16 = os.path.join(a.models_dir, "qwen2.5-0.5b.f16.gguf")
     os.makedirs(a.models_dir, exist_ok=True)
     if not os.path.exists(f16):
         subprocess.run([a.hone, "synth", "--like", "qwen2.5-0.5b", "--out", f16], check=True)
-    so = shim()
+    so = shim(a.shim)
     rows = []
     for t in a.types.split(","):
         q = json.loads(subprocess.run([a.hone, "quantize", f16, "--types", t, "--out-dir", a.models_dir, "--json", "-q"],
@@ -104,7 +112,7 @@ def main():
                 row[f"ratio_{ph}_{mode}"] = summary([x / y for x, y in zip(s[f"hone_{ph}_{mode}"], s[f"peer_{ph}_{mode}"])])
         rows.append(row)
 
-    result = {"benchmark": f"AMX on/off: pp{a.pp} and tg{a.tg}, hone run vs llama-bench",
+    result = {"benchmark": f"AMX on/off: pp{a.pp} and tg{a.tg} at depth {a.pp}, hone run vs llama-bench",
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "machine": {k: machine[k] for k in ("cpu_model", "physical_cores", "logical_cpus", "isa", "fingerprint")}
               | {"amx": machine["amx"], "llama_build": machine["llama_cpp"]["build"]},

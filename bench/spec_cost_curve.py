@@ -71,8 +71,9 @@ def main():
                     help="acceptances to project (TinyStories: draft model 42-47%%, n-gram on copy-heavy text 54-75%%)")
     ap.add_argument("--hone", default=os.path.join(ROOT, "build/hone"))
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "bench/results"))
+    ap.add_argument("--peer-bin", default="", help="folder of the peer llama-bench (default: the pinned build's)")
     a = ap.parse_args()
-    peer_bin = os.path.join(peer_prefix(), "bin")
+    peer_bin = a.peer_bin or os.path.join(peer_prefix(), "bin")
     machine = json.loads(subprocess.run([a.hone, "info", "--json", "--bandwidth-seconds", "0.5"], capture_output=True,
                                         text=True, check=True).stdout)
     threads = machine["physical_cores"]

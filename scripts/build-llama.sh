@@ -27,9 +27,17 @@ PATCH_HASH=$(cat "${PATCHES[@]}" | sha256sum | cut -c1-8)
 # never reuse it on a CPU that lacks those instructions. The key is
 # <kind>-<march>-<hash of the compiler's ISA macros and of the patches>.
 # HONE_LLAMA_PORTABLE=1 builds for any x86-64-v3 CPU (AVX2/FMA) instead, for
-# binaries that travel to another machine.
+# binaries that travel to another machine. HONE_LLAMA_MARCH=<gcc -march name>
+# (sapphirerapids, znver4, ...) builds for that CPU from any machine: a bundle
+# for a bigger box, or an image for a known fleet.
 CC_BIN=${CC:-cc}
-if [ "${HONE_LLAMA_PORTABLE:-0}" = 1 ]; then
+if [ -n "${HONE_LLAMA_MARCH:-}" ]; then
+  MARCH=$HONE_LLAMA_MARCH; MARCH_FLAG=-march=$MARCH; KIND=target
+  "$CC_BIN" $MARCH_FLAG -E -x c /dev/null >/dev/null 2>&1 || { echo "[llama.cpp] the compiler does not know -march=$MARCH" >&2; exit 2; }
+  # ggml reads the ISA from the compiler's macros once GGML_NATIVE is off and
+  # -march names the CPU; its own per-feature options stay off.
+  ISA_FLAGS=(-DGGML_NATIVE=OFF "-DCMAKE_C_FLAGS=$MARCH_FLAG" "-DCMAKE_CXX_FLAGS=$MARCH_FLAG")
+elif [ "${HONE_LLAMA_PORTABLE:-0}" = 1 ]; then
   ISA_FLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON)
   MARCH=x86-64-v3; MARCH_FLAG=-march=x86-64-v3; KIND=portable
 else
