@@ -5,10 +5,10 @@
 # that died on such a machine), then bench/amx_on_off.py and, with time left,
 # the speculation cost curve. Every step has its own time limit.
 # Usage: bash bench/device/amx_check.sh BUNDLE.tar.xz OUT_DIR [STEPS]
-# STEPS (default all): info main serve isa five amx depth spec. Everything
+# STEPS (default all): info main serve isa five amx depth spec tune. Everything
 # written also goes into OUT_DIR/all.tar.gz (the tool brings back 8 files).
 set -uo pipefail
-R=$(pwd); BUNDLE=${1:?bundle}; OUT=${2:?out dir}; STEPS=" ${3:-info main serve isa five amx depth spec} "
+R=$(pwd); BUNDLE=${1:?bundle}; OUT=${2:?out dir}; STEPS=" ${3:-info main serve isa five amx depth spec tune} "
 want() { [[ "$STEPS" == *" $1 "* ]]; }
 mkdir -p "$OUT"
 stamp() { echo "[$(date +%T)] $*" | tee -a "$OUT/steps.log"; }
@@ -88,13 +88,19 @@ PYTHONUNBUFFERED=1 timeout 200 python3 bench/amx_on_off.py --hone "$H" --peer-bi
   --models-dir "$M" --out-dir "$OUT" --reps 3 2>&1 | tee "$OUT/amx_on_off.log" | tail -20
 fi
 
+q4_0() {
+  local q
+  q=$(ls "$M"/*[Qq]4_0*.gguf 2>/dev/null | head -1)
+  [ -n "$q" ] || q=$($H quantize "$M/qwen2.5-0.5b.f16.gguf" --types q4_0 --out-dir "$M" --json -q |
+    python3 -c "import json, sys; print(json.load(sys.stdin)['outputs'][0]['path'])")
+  echo "$q"
+}
+
 if want depth; then
 # Decode after a long prompt against decode from an empty context, hone and
 # the peer (llama-bench -d: the depth at which it measures tg).
 stamp "decode at depth 0 and 512 (Q4_0)"
-Q=$(ls "$M"/*[Qq]4_0*.gguf 2>/dev/null | head -1)
-[ -n "$Q" ] || Q=$($H quantize "$M/qwen2.5-0.5b.f16.gguf" --types q4_0 --out-dir "$M" --json -q |
-  python3 -c "import json, sys; print(json.load(sys.stdin)['outputs'][0]['path'])")
+Q=$(q4_0)
 {
   for d in 0 512; do
     p=$(python3 -c "print('hello ' * max($d, 1))")
@@ -113,6 +119,20 @@ stamp "spec cost curve (0.5B), if time is left"
 PYTHONUNBUFFERED=1 timeout "${SPEC_SECONDS:-90}" python3 bench/spec_cost_curve.py --hone "$H" --peer-bin "$PEERS" \
   --model "$M/qwen2.5-0.5b.Q4_K_M.gguf" --reps 1 --out-dir "$OUT" >"$OUT/spec.log" 2>&1
 echo "spec exit $?" | tee -a "$OUT/steps.log"; tail -12 "$OUT"/spec_cost_curve-*.md 2>/dev/null
+fi
+if want tune; then
+stamp "hone tune (Q4_0, chat): AMX on and off are among its candidates"
+HONE_PROFILE_DIR=$OUT/profiles timeout 240 $H tune "$(q4_0)" --budget "${TUNE_BUDGET:-100s}" --spec none --json >"$OUT/tune.json" 2>"$OUT/tune.log"
+echo "tune exit $?" | tee -a "$OUT/steps.log"
+python3 - "$OUT/tune.json" <<'PY'
+import json, sys
+t = open(sys.argv[1]).read(); j = json.loads(t[t.index("{"):])
+trials = j["trials"]
+off = [x for x in trials if "no-amx" in x["config"]]
+print(f"{len(trials)} trials, {len(off)} with AMX off; best: {j['best']}")
+for x in trials:
+    print(f"  {x['score']:8.1f}  {x['config']}  {x.get('error', '')}")
+PY
 fi
 stamp done
 tar -C "$OUT" -czf /tmp/all.tar.gz . && mv /tmp/all.tar.gz "$OUT/all.tar.gz"
