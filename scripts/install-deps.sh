@@ -11,6 +11,7 @@ PKGS=(
   # cpp-httplib is the 0.54 vendored in the pinned llama.cpp tree (scripts/build-llama.sh), not a package
   prometheus  # promtool: tests lint /metrics with `promtool check metrics`
   wrk  # bench/router_overhead.mjs: the serial figures from a C client
+  chromium  # the web console's browser tests (tests/node/console.browser.mjs, puppeteer-core)
 )
 missing=()
 # Node.js: any install with npm will do (some images ship NodeSource builds that

@@ -30,3 +30,6 @@ echo; echo "== hone run on a trained model from ../shared"
 if [ -f ../shared/models/stories260K.gguf ]; then
   "$HONE" run ../shared/models/stories260K.gguf -p "Once upon a time" -n 64 --temp 0
 fi
+echo
+echo "== chat in a browser: build/hone serve -m ../shared/models/stories260K.gguf -m $MODELS/qwen2.5-0.5b.Q4_K_M.gguf"
+echo "   then open the printed http://127.0.0.1:8080/ui/ (the web console; --no-ui turns it off)"

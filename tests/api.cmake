@@ -10,4 +10,5 @@ hone_test(api_tests
   ${SRC}/api/request_framing_test.cc
   ${SRC}/api/connection_gate_test.cc
   ${SRC}/api/serve_settings_test.cc
+  ${SRC}/api/console_test.cc
   LIBS hone_api nlohmann_json::nlohmann_json)

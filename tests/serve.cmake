@@ -18,6 +18,14 @@ if(HONE_NODE)
   set_tests_properties(serve_node_clients PROPERTIES
     ENVIRONMENT "HONE_BINARY=$<TARGET_FILE:hone>;HONE_SHARED=${HONE_SHARED_DIR};HONE_TEST_TMP=${HONE_TEST_TMP};HONE_PEER_BIN_DIR=${HONE_PEER_BIN_DIR}"
     TIMEOUT 600)
+  # The web console (/ui/) in headless Chromium (Debian's chromium, driven by
+  # puppeteer-core): its own entry, so the client suite keeps its time limit.
+  add_test(NAME console_browser
+           COMMAND ${HONE_NODE} --test --test-concurrency=1 console.browser.mjs
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/tests/node)
+  set_tests_properties(console_browser PROPERTIES
+    ENVIRONMENT "HONE_BINARY=$<TARGET_FILE:hone>;HONE_SHARED=${HONE_SHARED_DIR};HONE_TEST_TMP=${HONE_TEST_TMP}"
+    TIMEOUT 300)
   # Budgets and the spend ledger, with a real PostgreSQL (the "pg" fixture).
   add_test(NAME route_spend_node
            COMMAND ${HONE_NODE} --test --test-concurrency=1 spend.spec.mjs

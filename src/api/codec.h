@@ -43,8 +43,11 @@ struct ParsedGeneration {
   backend::GenerationRequest request;
   bool stream = false;
   bool include_usage = false;  // OpenAI stream_options.include_usage
-  bool load_only = false;      // Ollama: no prompt, only load (keep_alive 0: unload) the model
-  json echo;                   // request fields the answer repeats (the Responses API's)
+  // hone's stream_options.include_route: the last chunk of each choice names
+  // the route's note (route, target, attempts, overflow), as the console shows.
+  bool include_route = false;
+  bool load_only = false;  // Ollama: no prompt, only load (keep_alive 0: unload) the model
+  json echo;               // request fields the answer repeats (the Responses API's)
 };
 
 // What every frame of one answer shares.
@@ -55,6 +58,7 @@ struct Answer {
   double load_seconds = 0;
   backend::Clock::time_point start;  // once the request was queued
   bool include_usage = false;
+  bool include_route = false;
   json echo;  // ParsedGeneration::echo
 };
 

@@ -179,10 +179,10 @@ HttpResponse Driver::Generate(const GenerationCodec& codec, const HttpRequest& r
   auto parsed = ParseRequest(codec, req.body, &body);
   if (!parsed) return codec.Fail(parsed.error());
   if (!req.may_pin && parsed->request.keep_alive_s && *parsed->request.keep_alive_s <= 0)
-    return codec.Fail(MakeError(ErrorCode::kPermissionDenied,
-                                "keep_alive " + std::string(*parsed->request.keep_alive_s == 0 ? "0 (unload)"
-                                                                                                : "< 0 (pin)") +
-                                    " needs an admin key (--admin-keys); send a duration, or none"));
+    return codec.Fail(MakeError(
+        ErrorCode::kPermissionDenied,
+        "keep_alive " + std::string(*parsed->request.keep_alive_s == 0 ? "0 (unload)" : "< 0 (pin)") +
+            " needs an admin key (--admin-keys); send a duration, or none"));
   if (parsed->load_only) return LoadOnly(codec, parsed->request);
   parsed->request.cancelled = req.client_gone;
   parsed->request.tenant = req.tenant;
@@ -197,11 +197,12 @@ HttpResponse Driver::Generate(const GenerationCodec& codec, const HttpRequest& r
   answer->load_seconds = run->load_seconds();
   answer->start = Clock::now();
   answer->include_usage = parsed->include_usage;
+  answer->include_route = parsed->include_route;
   answer->echo = std::move(parsed->echo);
   const char* cache = run->cache_status();
-  HttpResponse res = parsed->stream
-                         ? Stream(codec, std::move(run), std::move(answer), req.client_gone, req.server_stopping)
-                         : Collect(codec, *run, *answer, req.client_gone, req.server_stopping);
+  HttpResponse res =
+      parsed->stream ? Stream(codec, std::move(run), std::move(answer), req.client_gone, req.server_stopping)
+                     : Collect(codec, *run, *answer, req.client_gone, req.server_stopping);
   if (cache) res.headers["X-Hone-Cache"] = cache;
   return res;
 }

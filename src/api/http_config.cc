@@ -4,27 +4,28 @@
 #include <fstream>
 
 namespace hone::api {
+namespace {
+
+// A TCP port: 0 (any free port) to 65535.
+Status SetPort(const char* name, const std::string& v, int* port) {
+  Status s = SetInt(name, v, port, 0);
+  if (s && *port > 65535)
+    return Status(MakeError(ErrorCode::kInvalidArgument, std::string(name) + ": " + v + " is above 65535"));
+  return s;
+}
+
+}  // namespace
 
 const std::vector<Setting<HttpConfig>>& HttpSettings() {
   static const std::vector<Setting<HttpConfig>> kSettings = {
       {"host", "Address to bind",
        [](HttpConfig& c, const std::string& v) { return c.host = v, Status::Ok(); }},
       {"port", "Port (0 = any free port)",
-       [](HttpConfig& c, const std::string& v) {
-         Status s = SetInt("port", v, &c.port, 0);
-         if (s && c.port > 65535)
-           return Status(MakeError(ErrorCode::kInvalidArgument, "port: " + v + " is above 65535"));
-         return s;
-       }},
+       [](HttpConfig& c, const std::string& v) { return SetPort("port", v, &c.port); }},
       {"probe-port",
        "Port for /health, /livez and /metrics alone, served by their own threads and without a key "
        "(default: off; 0 = any free port)",
-       [](HttpConfig& c, const std::string& v) {
-         Status s = SetInt("probe-port", v, &c.probe_port, 0);
-         if (s && c.probe_port > 65535)
-           return Status(MakeError(ErrorCode::kInvalidArgument, "probe-port: " + v + " is above 65535"));
-         return s;
-       }},
+       [](HttpConfig& c, const std::string& v) { return SetPort("probe-port", v, &c.probe_port); }},
       {"metrics-compat", "vllm: /metrics also writes vLLM's names (vllm:num_requests_waiting, ...)",
        [](HttpConfig& c, const std::string& v) {
          if (v != "vllm" && v != "none")
@@ -82,6 +83,8 @@ const std::vector<Setting<HttpConfig>>& HttpSettings() {
        [](HttpConfig& c, const std::string& v) { return c.allowed_origins = v, Status::Ok(); }},
       {"quiet", "No per-request log lines",
        [](HttpConfig& c, const std::string& v) { return SetBool("quiet", v, &c.quiet); }},
+      {"ui", "Serve the web console at /ui/ (true/false; --no-ui turns it off)",
+       [](HttpConfig& c, const std::string& v) { return SetBool("ui", v, &c.ui); }},
   };
   return kSettings;
 }

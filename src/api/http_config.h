@@ -31,6 +31,7 @@ struct HttpConfig {
   std::string allowed_hosts;    // comma-separated Host names beyond loopback ones
   std::string allowed_origins;  // comma-separated web origins beyond loopback ones
   bool quiet = false;           // no per-request log lines
+  bool ui = true;               // the web console at /ui/ (--no-ui: off)
 };
 
 const std::vector<Setting<HttpConfig>>& HttpSettings();

@@ -14,6 +14,7 @@
 #include "api/admin_api.h"
 #include "api/anthropic_codec.h"
 #include "api/connection_gate.h"
+#include "api/console.h"
 #include "api/errors.h"
 #include "api/gated_server.h"
 #include "api/http_sockets.h"
@@ -47,7 +48,8 @@ struct RequestState {
 thread_local RequestState t_req;
 
 void BeginRequest(const std::string& method, const std::string& path, bool quiet) {
-  t_req = RequestState{NewId("req"), Caller{}, Clock::now(), RequestLog(), method, path, 0, quiet, false, false};
+  t_req =
+      RequestState{NewId("req"), Caller{}, Clock::now(), RequestLog(), method, path, 0, quiet, false, false};
 }
 
 // One JSON line per request (never headers, so never keys).
@@ -193,7 +195,6 @@ bool IsProbePath(const std::string& path) {
   return path == "/health" || path == "/livez" || path == "/metrics";
 }
 
-
 OriginPolicy OriginsOf(const HttpConfig& c) {
   OriginPolicy o;
   o.loopback_bind = IsLoopbackName(HostName(c.host));
@@ -319,7 +320,8 @@ void HttpServer::OnHttpError(const httplib::Request& req, httplib::Response& res
   if (t_req.closing) return;  // CloseAfterwards holds the answer
   if (res.body.empty()) {
     const int status = res.status;
-    Apply(ErrorResponse(ProtocolError(status, req.method, req.path, config_.max_body), FlavorOf(req.path)), res);
+    Apply(ErrorResponse(ProtocolError(status, req.method, req.path, config_.max_body), FlavorOf(req.path)),
+          res);
     res.status = status;
   }
   // Answered before its body was read: linger, so the client reads this
@@ -365,7 +367,8 @@ std::function<void(const httplib::Request&, httplib::Response&)> HttpServer::Wra
 void HttpServer::Routes() {
   httplib::Server& s = *http_;
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    return Guard(req, res) ? httplib::Server::HandlerResponse::Handled : httplib::Server::HandlerResponse::Unhandled;
+    return Guard(req, res) ? httplib::Server::HandlerResponse::Handled
+                           : httplib::Server::HandlerResponse::Unhandled;
   });
   s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) { OnHttpError(req, res); });
   s.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
@@ -381,14 +384,22 @@ void HttpServer::Routes() {
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { WriteMetrics(res); });
   ApiRoutes();
   AdminRoutes();
+  if (config_.ui)
+    s.Get(R"(/ui(/[A-Za-z0-9._-]*)?)", Wrap([](const HttpRequest& r) { return ConsoleFile(r.path); }));
 }
 
 void HttpServer::ApiRoutes() {
   httplib::Server& s = *http_;
   Driver& d = driver_;
-  auto generate = [&](const GenerationCodec& c) { return Wrap([&d, &c](const HttpRequest& r) { return d.Generate(c, r); }); };
-  auto embed = [&](const EmbeddingCodec& c) { return Wrap([&d, &c](const HttpRequest& r) { return d.Embed(c, r); }); };
-  auto list = [&](const ModelListCodec& c) { return Wrap([&d, &c](const HttpRequest&) { return d.ListModels(c); }); };
+  auto generate = [&](const GenerationCodec& c) {
+    return Wrap([&d, &c](const HttpRequest& r) { return d.Generate(c, r); });
+  };
+  auto embed = [&](const EmbeddingCodec& c) {
+    return Wrap([&d, &c](const HttpRequest& r) { return d.Embed(c, r); });
+  };
+  auto list = [&](const ModelListCodec& c) {
+    return Wrap([&d, &c](const HttpRequest&) { return d.ListModels(c); });
+  };
   s.Get("/v1/models", list(kOpenAiModels));
   s.Post("/v1/chat/completions", generate(kOpenAiChat));
   s.Post("/v1/completions", generate(kOpenAiCompletions));
@@ -417,8 +428,10 @@ void HttpServer::AdminRoutes() {
   backend::Backend& backend = backend_;
   s.Get("/hone/routes", Wrap([this](const HttpRequest&) { return HoneRoutes(routes_json_); }));
   s.Get("/hone/spend", Wrap([this](const HttpRequest&) { return HoneSpend(spend_json_); }));
-  s.Post("/hone/routes/canary", Wrap([this](const HttpRequest& r) { return HoneCanary(canary_control_, r); }));
-  s.Post("/hone/load", Wrap([&backend, &admin](const HttpRequest& r) { return HoneLoad(backend, admin, r); }));
+  s.Post("/hone/routes/canary",
+         Wrap([this](const HttpRequest& r) { return HoneCanary(canary_control_, r); }));
+  s.Post("/hone/load",
+         Wrap([&backend, &admin](const HttpRequest& r) { return HoneLoad(backend, admin, r); }));
   s.Post("/hone/unload", Wrap([&admin](const HttpRequest& r) { return HoneUnload(admin, r); }));
   s.Post("/hone/render", Wrap([&admin](const HttpRequest& r) { return HoneRender(admin, kOpenAiChat, r); }));
   s.Get("/hone/cache", Wrap([&admin](const HttpRequest& r) { return HoneCacheList(admin, r); }));

@@ -27,6 +27,7 @@ Status ParseCommon(const json& j, ParsedGeneration* p) {
   if (auto v = GetInt(j, "n", &err); v && *v != 1) err = BadRequest("only n = 1 is supported");
   if (j.contains("stream_options") && j["stream_options"].is_object()) {
     if (auto v = GetBool(j["stream_options"], "include_usage", &err)) p->include_usage = *v;
+    if (auto v = GetBool(j["stream_options"], "include_route", &err)) p->include_route = *v;
   }
   if (!err.ok()) return err;
   if (r.max_tokens == 0 || r.max_tokens < -1) return BadRequest("'max_tokens' must be at least 1");
@@ -133,7 +134,10 @@ class Stream final : public StreamEncoder {
     return Chunk(choice, json{{"tool_calls", json::array({call})}}, nullptr);
   }
   std::string ChoiceEnd(size_t choice, const backend::ChoiceResult& r) override {
-    return Chunk(choice, chat_ ? json::object() : json(""), backend::FinishReasonName(r.finish));
+    json extra = json::object();
+    if (a_.include_route && !r.route.empty()) extra["hone_route"] = r.route;
+    return Chunk(choice, chat_ ? json::object() : json(""), backend::FinishReasonName(r.finish),
+                 std::move(extra));
   }
   std::string End(const backend::Usage& total) override {
     std::string out;
@@ -153,7 +157,7 @@ class Stream final : public StreamEncoder {
   }
 
  private:
-  std::string Chunk(size_t choice, json delta_or_text, json finish) const {
+  std::string Chunk(size_t choice, json delta_or_text, json finish, json extra = json::object()) const {
     json c = {{"index", choice}, {"finish_reason", std::move(finish)}, {"logprobs", nullptr}};
     c[chat_ ? "delta" : "text"] = std::move(delta_or_text);
     json j = {{"id", a_.id},
@@ -162,6 +166,7 @@ class Stream final : public StreamEncoder {
               {"model", a_.model},
               {"choices", {c}}};
     if (a_.include_usage) j["usage"] = nullptr;
+    j.update(extra);
     return Event(j);
   }
   const Answer a_;

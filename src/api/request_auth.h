@@ -48,6 +48,8 @@ class RequestAuth {
 
  private:
   static bool AdminPath(const std::string& path);
+  // The web console (/ui/...): its files load without a key.
+  static bool ConsolePath(const std::string& path);
 
   const std::vector<std::string> api_keys_;
   std::vector<std::string> admin_keys_;  // set before serving, then read only

@@ -35,6 +35,7 @@ struct ServeArgs {
   std::vector<std::string> models;
   std::map<std::string, std::string> flags;  // setting name -> value given on the command line
   std::map<std::string, CLI::Option*> options;
+  bool no_ui = false;  // --no-ui: the same as --ui false
 };
 
 // SIGTERM / SIGINT: the first asks for a drain (done by a thread, since a
@@ -68,13 +69,15 @@ Result<api::ServeSettings> BuildConfig(const ServeArgs& a) {
     if (std::string_view(s.name) == "api-keys" || std::string_view(s.name) == "admin-keys") {
       const std::string file = std::string_view(s.name) == "api-keys" ? "--api-key-file" : "--admin-key-file";
       return MakeError(ErrorCode::kInvalidArgument,
-                       "--" + std::string(s.name) + ": keys on the command line are visible to every user of this "
-                           "machine; put them in a file (" + file + " FILE) or the environment (" +
-                           SettingEnvName(s.name) + ")");
+                       "--" + std::string(s.name) +
+                           ": keys on the command line are visible to every user of this "
+                           "machine; put them in a file (" +
+                           file + " FILE) or the environment (" + SettingEnvName(s.name) + ")");
     }
     if (Status st = s.set(c, a.flags.at(s.name)); !st)
       return MakeError(st.error().code, "--" + std::string(s.name) + ": " + st.error().message);
   }
+  if (a.no_ui) c.http.ui = false;
   c.serve.models.insert(c.serve.models.end(), a.models.begin(), a.models.end());
   if (c.serve.models_dir.empty() && c.serve.models.empty()) {
     return MakeError(ErrorCode::kInvalidArgument,
@@ -162,7 +165,8 @@ std::string ConfigFile(const ServeArgs& a) {
 // through the router; every other model name straight to the local backend.
 // Null when the config has no routes.
 Result<std::unique_ptr<route::Router>> OpenRouter(const std::string& config_file, const serve::ServeConfig& c,
-                                                  const serve::Registry& registry, serve::LocalBackend& local) {
+                                                  const serve::Registry& registry,
+                                                  serve::LocalBackend& local) {
   if (config_file.empty()) return std::unique_ptr<route::Router>();
   auto rc = route::LoadRouterConfig(config_file, [](const char* n) { return std::getenv(n); });
   if (!rc) return rc.error();
@@ -199,8 +203,9 @@ void AttachRouter(route::Router& router, api::HttpServer& server, const std::str
   server.SetRouterViews([&router] { return router.RoutesJson(); },
                         [&router](std::string* out) { router.RenderMetrics(out); });
   if (router.spend()) server.SetSpendView([&router] { return router.spend()->Json(); });
-  server.SetCanaryControl(
-      [&router](const std::string& route, const std::string& action) { return router.CanaryCommand(route, action); });
+  server.SetCanaryControl([&router](const std::string& route, const std::string& action) {
+    return router.CanaryCommand(route, action);
+  });
   router.WatchReload(&g_reload, [config_file] {
     return route::LoadRouterConfig(config_file, [](const char* n) { return std::getenv(n); });
   });
@@ -212,8 +217,8 @@ void AttachRouter(route::Router& router, api::HttpServer& server, const std::str
 // Ready when at least one registry model has a readable GGUF header; pinned
 // models are meant to be resident: they load in the background (the port is
 // already bound), and /health answers 503 until they are in.
-std::thread MarkReadiness(const serve::Registry& registry, const serve::ServeConfig& c, serve::ModelPool& pool,
-                          api::HttpServer& server) {
+std::thread MarkReadiness(const serve::Registry& registry, const serve::ServeConfig& c,
+                          serve::ModelPool& pool, api::HttpServer& server) {
   int usable = 0;
   for (const auto& e : registry.entries()) {
     if (auto g = engine::ReadGguf(e.path))
@@ -241,8 +246,8 @@ std::thread MarkReadiness(const serve::Registry& registry, const serve::ServeCon
 void PrintListening(const api::ServeSettings& c, const Startup& s, const serve::Registry& registry,
                     const api::HttpServer& server, int port) {
   if (server.probe_port() > 0)
-    std::fprintf(stderr, "hone serve: probes (/health, /livez, /metrics) on http://%s:%d\n", c.http.host.c_str(),
-                 server.probe_port());
+    std::fprintf(stderr, "hone serve: probes (/health, /livez, /metrics) on http://%s:%d\n",
+                 c.http.host.c_str(), server.probe_port());
   const serve::PromptCacheOptions& pc = s.pool.scheduler.cache;
   std::fprintf(stderr, "hone serve: prompt cache per model: RAM %.1f GiB, disk %.1f GiB%s%s\n",
                pc.ram_bytes / 1073741824.0, pc.disk_bytes / 1073741824.0, pc.dir.empty() ? "" : " in ",
@@ -250,6 +255,8 @@ void PrintListening(const api::ServeSettings& c, const Startup& s, const serve::
   std::fprintf(stderr, "hone serve: %zu model(s), %d slots x %d ctx; auth %s; listening on http://%s:%d\n",
                registry.entries().size(), c.serve.slots, c.serve.ctx, s.keys.empty() ? "off" : "on",
                c.http.host.c_str(), port);
+  if (c.http.ui)
+    std::fprintf(stderr, "hone serve: web console on http://%s:%d/ui/\n", c.http.host.c_str(), port);
   std::fflush(stderr);
 }
 
@@ -262,7 +269,8 @@ void ServeUntilStopped(api::HttpServer& server, double drain_timeout) {
   std::thread drainer([&] {
     while (!g_stop.load() && !served.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (served.load()) return;
-    std::fprintf(stderr, "hone serve: draining (up to %.0f s; a second signal stops at once)\n", drain_timeout);
+    std::fprintf(stderr, "hone serve: draining (up to %.0f s; a second signal stops at once)\n",
+                 drain_timeout);
     const int cut = server.Drain(drain_timeout);
     if (cut > 0) std::fprintf(stderr, "hone serve: %d request(s) cut short at the drain deadline\n", cut);
   });
@@ -324,6 +332,7 @@ Runner AddServeCommand(CLI::App& app) {
     std::string help = std::string(s.help) + " [env " + SettingEnvName(s.name) + "]";
     a->options[s.name] = cmd->add_option("--" + std::string(s.name), a->flags[s.name], help);
   }
+  cmd->add_flag("--no-ui", a->no_ui, "No web console at /ui/ (the same as --ui false)");
   return [a]() { return Serve(*a); };
 }
 
