@@ -6,6 +6,8 @@
 
 namespace hone::api {
 
+bool ConsoleBuiltIn() { return !ConsoleAssets().empty(); }
+
 void AddConsoleHeaders(HttpResponse* r) {
   // Scripts, styles, images and fetches from this server alone: no inline
   // script, nothing from another origin, no framing (clickjacking).
@@ -26,6 +28,12 @@ HttpResponse ConsoleFile(const std::string& path) {
     r.headers["Location"] = "/ui/";
     r.content_type = "text/plain; charset=utf-8";
     r.body = "the console is at /ui/\n";
+    return r;
+  }
+  if (ConsoleAssets().empty()) {
+    r.status = 404;
+    r.content_type = "text/plain; charset=utf-8";
+    r.body = "this hone was built without the web console (-DHONE_CONSOLE=OFF)\n";
     return r;
   }
   const std::string name = path == "/ui/" ? "index.html" : path.substr(std::strlen("/ui/"));

@@ -12,6 +12,9 @@ namespace hone::api {
 // GET /ui, /ui/ and /ui/<file>: the file, a redirect to /ui/, or 404.
 HttpResponse ConsoleFile(const std::string& path);
 
+// Whether this binary carries the console (built with HONE_CONSOLE=ON).
+bool ConsoleBuiltIn();
+
 // The security headers every console answer carries (tests read them).
 void AddConsoleHeaders(HttpResponse* r);
 

@@ -11,6 +11,7 @@ namespace hone::api {
 namespace {
 
 TEST(Console, ServesTheEmbeddedPageWithItsSecurityHeaders) {
+  if (!ConsoleBuiltIn()) GTEST_SKIP() << "built with -DHONE_CONSOLE=OFF";
   HttpResponse index = ConsoleFile("/ui/");
   EXPECT_EQ(index.status, 200);
   EXPECT_EQ(index.content_type, "text/html; charset=utf-8");
@@ -36,6 +37,7 @@ TEST(Console, RedirectsTheBarePathAndKnowsNoOtherFile) {
 }
 
 TEST(Console, EveryAssetHasAContentTypeAndTheBundleStaysSmall) {
+  if (!ConsoleBuiltIn()) GTEST_SKIP() << "built with -DHONE_CONSOLE=OFF";
   size_t total = 0;
   for (const ConsoleAsset& a : ConsoleAssets()) {
     EXPECT_NE(std::string(a.content_type), "") << a.name;
@@ -46,7 +48,9 @@ TEST(Console, EveryAssetHasAContentTypeAndTheBundleStaysSmall) {
 }
 
 TEST(Console, ItsFilesLoadWithoutAKeyAndNothingElseDoes) {
+  if (!ConsoleBuiltIn()) GTEST_SKIP() << "built with -DHONE_CONSOLE=OFF";
   RequestAuth auth({"sk-1"}, OriginPolicy{});
+  auth.SetConsole(true);
   RequestHead head;
   head.method = "GET";
   head.path = "/ui/app.js";
@@ -54,13 +58,35 @@ TEST(Console, ItsFilesLoadWithoutAKeyAndNothingElseDoes) {
   EXPECT_FALSE(auth.CheckKey(head, nobody).has_value());
   head.path = "/ui";
   EXPECT_FALSE(auth.CheckKey(head, nobody).has_value());
-  for (const char* path : {"/v1/models", "/hone/routes", "/metrics", "/uix", "/api/ps"}) {
+  for (const char* path : {"/v1/models", "/hone/routes", "/metrics", "/uix", "/api/ps", "/ui/../v1/models",
+                           "/ui/a/app.js", "/ui/missing.js", "/ui/app.js/.."}) {
     head.path = path;
     EXPECT_TRUE(auth.CheckKey(head, nobody).has_value()) << path;
   }
   head.method = "POST";  // no console path takes a POST
   head.path = "/ui/";
   EXPECT_TRUE(auth.CheckKey(head, nobody).has_value());
+  // --no-ui: the console's paths are like any other.
+  auth.SetConsole(false);
+  head.method = "GET";
+  EXPECT_TRUE(auth.CheckKey(head, nobody).has_value());
+}
+
+TEST(Console, OnAPublicAddressItsOwnOriginIsTakenOnlyBehindKeys) {
+  OriginPolicy public_bind;
+  public_bind.loopback_bind = false;
+  RequestHead post;
+  post.method = "POST";
+  post.path = "/v1/chat/completions";
+  post.host = "box.example:8080";
+  post.origin = "http://box.example:8080";
+  post.has_origin = true;
+  post.content_type = "application/json";
+  EXPECT_FALSE(RequestAuth({"sk-1"}, public_bind).CheckBrowser(post).has_value());
+  // Without keys a rebinding page would look the same: refused.
+  EXPECT_TRUE(RequestAuth({}, public_bind).CheckBrowser(post).has_value());
+  post.origin = "http://evil.example:8080";
+  EXPECT_TRUE(RequestAuth({"sk-1"}, public_bind).CheckBrowser(post).has_value());
 }
 
 }  // namespace

@@ -253,6 +253,7 @@ HttpServer::HttpServer(const HttpConfig& config, std::vector<std::string> api_ke
     conn.release();
     return true;
   });
+  auth_.SetConsole(config_.ui);
   http_->set_payload_max_length(max_body_);
   // Only for the Keep-Alive header httplib writes: the gate closes an idle
   // connection after 5 s and counts no requests (a gateway in front would

@@ -22,17 +22,27 @@ hone_module_sources(API_SRCS api)
 # build.mjs writes it as one C++ file of byte arrays, so the binary carries
 # its page and fetches nothing at run time. Needs node and the console's npm
 # packages (scripts/install-node-deps.sh, which setup.sh runs).
+# -DHONE_CONSOLE=OFF builds without it (no node needed; /ui/ then says so).
+option(HONE_CONSOLE "Build the web console into hone (needs node and web/console's npm packages)" ON)
 set(HONE_CONSOLE_DIR ${PROJECT_SOURCE_DIR}/web/console)
 set(HONE_CONSOLE_OUT ${CMAKE_BINARY_DIR}/console)
-find_program(HONE_NODE node)
-if(NOT HONE_NODE OR NOT EXISTS ${HONE_CONSOLE_DIR}/node_modules/esbuild)
-  message(FATAL_ERROR "the web console (web/console) needs node and its npm packages: run scripts/install-node-deps.sh")
+if(HONE_CONSOLE)
+  find_program(HONE_NODE node)
+  if(NOT HONE_NODE OR NOT EXISTS ${HONE_CONSOLE_DIR}/node_modules/esbuild)
+    message(FATAL_ERROR "the web console (web/console) needs node and its npm packages: run "
+                        "scripts/install-node-deps.sh, or configure with -DHONE_CONSOLE=OFF")
+  endif()
+  file(GLOB_RECURSE HONE_CONSOLE_SRCS CONFIGURE_DEPENDS ${HONE_CONSOLE_DIR}/src/*)
+  add_custom_command(OUTPUT ${HONE_CONSOLE_OUT}/console_assets.cc
+    COMMAND ${HONE_NODE} ${HONE_CONSOLE_DIR}/build.mjs ${HONE_CONSOLE_OUT}
+    DEPENDS ${HONE_CONSOLE_SRCS} ${HONE_CONSOLE_DIR}/build.mjs ${HONE_CONSOLE_DIR}/package-lock.json
+    COMMENT "Bundling the web console (esbuild)" VERBATIM)
+else()
+  file(WRITE ${HONE_CONSOLE_OUT}/console_assets.cc
+       "// HONE_CONSOLE=OFF: no web console.\n#include \"api/console_assets.h\"\n"
+       "namespace hone::api {\nconst std::vector<ConsoleAsset>& ConsoleAssets() {\n"
+       "  static const std::vector<ConsoleAsset> none;\n  return none;\n}\n}  // namespace hone::api\n")
 endif()
-file(GLOB_RECURSE HONE_CONSOLE_SRCS CONFIGURE_DEPENDS ${HONE_CONSOLE_DIR}/src/*)
-add_custom_command(OUTPUT ${HONE_CONSOLE_OUT}/console_assets.cc
-  COMMAND ${HONE_NODE} ${HONE_CONSOLE_DIR}/build.mjs ${HONE_CONSOLE_OUT}
-  DEPENDS ${HONE_CONSOLE_SRCS} ${HONE_CONSOLE_DIR}/build.mjs ${HONE_CONSOLE_DIR}/package-lock.json
-  COMMENT "Bundling the web console (esbuild)" VERBATIM)
 list(APPEND API_SRCS ${HONE_CONSOLE_OUT}/console_assets.cc)
 add_library(hone_api STATIC ${API_SRCS})
 target_include_directories(hone_api SYSTEM PRIVATE ${HONE_HTTPLIB_INCLUDE})

@@ -1,5 +1,7 @@
 #include "api/ollama_local.h"
 
+#include <filesystem>
+
 #include "api/errors.h"
 #include "api/json_fields.h"
 #include "api/ollama_codec.h"
@@ -24,7 +26,11 @@ HttpResponse Ps(backend::ModelAdmin& admin) {
                       {"expires_at", Rfc3339(expires)},
                       {"size_vram", 0},
                       {"pinned", m.pinned},
-                      {"context_length", m.ctx_per_slot}});
+                      {"context_length", m.ctx_per_slot},
+                      // hone's own: the slots, and the tuned profile by file name
+                      // only (its folder would tell clients the server's home).
+                      {"slots", m.slots},
+                      {"profile", std::filesystem::path(m.profile).filename().string()}});
   }
   HttpResponse r;
   r.body = Dump({{"models", models}});

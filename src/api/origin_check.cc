@@ -67,6 +67,15 @@ std::optional<std::string> CheckOrigin(const OriginPolicy& p, const std::string&
   return "requests from the web origin '" + header + "' are not allowed; add it with --allowed-origins";
 }
 
+bool IsSameOrigin(const std::string& origin_header, const std::string& host_header) {
+  const std::string origin = Lower(origin_header);
+  const size_t scheme = origin.find("://");
+  if (scheme == std::string::npos || host_header.empty()) return false;
+  const std::string scheme_name = origin.substr(0, scheme);
+  if (scheme_name != "http" && scheme_name != "https") return false;
+  return origin.substr(scheme + 3) == Lower(host_header);
+}
+
 // The headers a page may send: ours, and whatever its preflight asks for
 // (the official JavaScript SDKs add x-stainless-* and anthropic-* headers
 // that a fixed list would refuse). Only the origin that --cors-origin names

@@ -25,6 +25,9 @@ std::string HostName(const std::string& host_header);
 // Whether to serve: nullopt, or the reason for a 403.
 std::optional<std::string> CheckHost(const OriginPolicy& p, const std::string& host_header);
 std::optional<std::string> CheckOrigin(const OriginPolicy& p, const std::string& origin_header);
+// A page of this server itself: its Origin names the Host it asked for
+// ("http://box:8080" with "Host: box:8080").
+bool IsSameOrigin(const std::string& origin_header, const std::string& host_header);
 
 // Access-Control-Allow-Headers for a preflight that asks for `requested`
 // (its Access-Control-Request-Headers): ours, and the names it asks for.

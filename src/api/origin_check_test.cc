@@ -49,6 +49,17 @@ TEST(OriginCheck, Origins) {
 namespace hone::api {
 namespace {
 
+TEST(SameOrigin, APageOfThisServerNamesTheHostItAsked) {
+  EXPECT_TRUE(IsSameOrigin("http://box.example:8080", "box.example:8080"));
+  EXPECT_TRUE(IsSameOrigin("https://Box.Example", "box.example"));
+  EXPECT_TRUE(IsSameOrigin("http://[::1]:8080", "[::1]:8080"));
+  EXPECT_FALSE(IsSameOrigin("http://box.example:8081", "box.example:8080"));
+  EXPECT_FALSE(IsSameOrigin("http://evil.example:8080", "box.example:8080"));
+  EXPECT_FALSE(IsSameOrigin("null", "box.example:8080"));
+  EXPECT_FALSE(IsSameOrigin("file://box.example:8080", "box.example:8080"));
+  EXPECT_FALSE(IsSameOrigin("http://box.example:8080", ""));
+}
+
 TEST(CorsHeaders, OursAndTheNamesThePreflightAsksForNothingElse) {
   EXPECT_EQ(AllowedCorsHeaders(""), "Authorization, Content-Type, x-api-key, anthropic-version");
   EXPECT_EQ(AllowedCorsHeaders("x-stainless-os, anthropic-dangerous-direct-browser-access"),

@@ -1,6 +1,7 @@
 #include "api/request_auth.h"
 
 #include "api/api_keys.h"
+#include "api/console_assets.h"
 #include "route/keyring.h"
 
 namespace hone::api {
@@ -29,9 +30,13 @@ Caller RequestAuth::Identify(const RequestHead& head) const {
 }
 
 std::optional<HttpError> RequestAuth::CheckBrowser(const RequestHead& head) const {
-  auto refused = CheckHost(origins_, head.host);
-  if (!refused) refused = CheckOrigin(origins_, head.origin);
-  if (refused) return Forbidden(*refused);
+  if (auto refused = CheckHost(origins_, head.host)) return Forbidden(*refused);
+  // The web console on a public address: its Origin is the Host it asked.
+  // Taken only behind keys: without them a rebinding page (its own name
+  // resolving to this server) would match its own Host just the same.
+  if (auto refused = CheckOrigin(origins_, head.origin);
+      refused && (api_keys_.empty() || !IsSameOrigin(head.origin, head.host)))
+    return Forbidden(*refused);
   // A browser's POST (it sends an Origin) must say JSON: a form or a
   // text/plain body is what a page may send without a CORS preflight.
   // Programs send no Origin, and often text/plain (fetch with a string
@@ -41,7 +46,17 @@ std::optional<HttpError> RequestAuth::CheckBrowser(const RequestHead& head) cons
   return std::nullopt;
 }
 
-bool RequestAuth::ConsolePath(const std::string& path) { return path == "/ui" || path.rfind("/ui/", 0) == 0; }
+// Exactly the console's own files, and only while it is served: a wider
+// prefix would turn any later path normalisation into a way past the key.
+bool RequestAuth::ConsolePath(const std::string& path) const {
+  if (!console_) return false;
+  if (path == "/ui" || path == "/ui/") return true;
+  if (path.rfind("/ui/", 0) != 0) return false;
+  const std::string name = path.substr(4);
+  for (const ConsoleAsset& a : ConsoleAssets())
+    if (name == a.name) return true;
+  return false;
+}
 
 std::optional<HttpError> RequestAuth::CheckKey(const RequestHead& head, const Caller& who) const {
   // The console's page and scripts hold no data: they load without a key and

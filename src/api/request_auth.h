@@ -36,6 +36,8 @@ class RequestAuth {
   // With admin keys (set before serving), only they reach the admin
   // endpoints; without, any API key does.
   void SetAdminKeys(std::vector<std::string> keys) { admin_keys_ = std::move(keys); }
+  // Whether the web console is served (--no-ui: its paths need a key like any other).
+  void SetConsole(bool served) { console_ = served; }
 
   Caller Identify(const RequestHead& head) const;
   // The refusals, or nullopt to let the request on. First what a browser
@@ -48,11 +50,12 @@ class RequestAuth {
 
  private:
   static bool AdminPath(const std::string& path);
-  // The web console (/ui/...): its files load without a key.
-  static bool ConsolePath(const std::string& path);
+  // The web console's files (/ui/, /ui/app.js, ...): they load without a key.
+  bool ConsolePath(const std::string& path) const;
 
   const std::vector<std::string> api_keys_;
   std::vector<std::string> admin_keys_;  // set before serving, then read only
+  bool console_ = false;                 // set before serving, then read only
   const OriginPolicy origins_;
 };
 

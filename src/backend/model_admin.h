@@ -31,6 +31,8 @@ struct ResidentModel {
   bool pinned = false;
   std::optional<double> expires_in_s;  // nullopt: never
   int ctx_per_slot = 0;
+  int slots = 0;
+  std::string profile;                // the `hone tune` profile applied at load, empty when none
   std::optional<ModelFileInfo> file;  // nullopt when the file could not be read
 };
 

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <thread>
 
+#include "api/console.h"
 #include "api/http_server.h"
 #include "api/serve_settings.h"
 #include "cli/commands.h"
@@ -243,6 +244,15 @@ std::thread MarkReadiness(const serve::Registry& registry, const serve::ServeCon
   });
 }
 
+// An address a browser on this machine can open: the wildcard binds mean
+// "this machine", and an IPv6 literal needs brackets in a URL.
+std::string BrowsableHost(const std::string& host) {
+  if (host.empty() || host == "0.0.0.0") return "127.0.0.1";
+  if (host == "::" || host == "[::]") return "[::1]";
+  if (host.find(':') != std::string::npos && host.front() != '[') return "[" + host + "]";
+  return host;
+}
+
 void PrintListening(const api::ServeSettings& c, const Startup& s, const serve::Registry& registry,
                     const api::HttpServer& server, int port) {
   if (server.probe_port() > 0)
@@ -255,8 +265,9 @@ void PrintListening(const api::ServeSettings& c, const Startup& s, const serve::
   std::fprintf(stderr, "hone serve: %zu model(s), %d slots x %d ctx; auth %s; listening on http://%s:%d\n",
                registry.entries().size(), c.serve.slots, c.serve.ctx, s.keys.empty() ? "off" : "on",
                c.http.host.c_str(), port);
-  if (c.http.ui)
-    std::fprintf(stderr, "hone serve: web console on http://%s:%d/ui/\n", c.http.host.c_str(), port);
+  if (c.http.ui && api::ConsoleBuiltIn())
+    std::fprintf(stderr, "hone serve: web console on http://%s:%d/ui/\n", BrowsableHost(c.http.host).c_str(),
+                 port);
   std::fflush(stderr);
 }
 

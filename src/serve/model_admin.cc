@@ -34,6 +34,8 @@ std::vector<backend::ResidentModel> LocalModelAdmin::Resident() {
                    .pinned = m.pinned,
                    .expires_in_s = m.expires_in_s,
                    .ctx_per_slot = m.ctx_per_slot,
+                   .slots = m.slots,
+                   .profile = m.profile,
                    .file = FileInfo(m.path)});
   }
   return out;

@@ -512,7 +512,8 @@ std::vector<ResidentInfo> ModelPool::Resident() const {
                    m.in_use_,
                    std::nullopt,
                    m.scheduler->ctx_per_slot(),
-                   m.scheduler->options().slots};
+                   m.scheduler->options().slots,
+                   m.profile};
     if (m.expires_ && !m.pinned)
       r.expires_in_s = std::chrono::duration<double>(*m.expires_ - Clock::now()).count();
     out.push_back(r);

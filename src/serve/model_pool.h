@@ -125,6 +125,7 @@ struct ResidentInfo {
   std::optional<double> expires_in_s;  // nullopt: never
   int ctx_per_slot = 0;
   int slots = 0;
+  std::string profile;  // the tuned profile applied at load, empty when none
 };
 
 class ModelPool {

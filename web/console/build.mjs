@@ -5,9 +5,11 @@
 import * as esbuild from 'esbuild';
 import fs from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import zlib from 'node:zlib';
 
-const here = import.meta.dirname;
+// (Not import.meta.dirname: Debian bookworm's node 18 lacks it.)
+const here = path.dirname(fileURLToPath(import.meta.url));
 const out = path.resolve(process.argv[2] || path.join(here, '../../build/console'));
 const dist = path.join(out, 'dist');
 // The page must stay light (issue: under 300 KB compressed).
@@ -49,11 +51,11 @@ files.forEach((name, i) => {
 cc += '}  // namespace\n\nconst std::vector<ConsoleAsset>& ConsoleAssets() {\n';
 cc += '  static const std::vector<ConsoleAsset> assets = {\n' + rows.join('\n') + '\n  };\n  return assets;\n}\n\n';
 cc += '}  // namespace hone::api\n';
-const target = path.join(out, 'console_assets.cc');
-fs.writeFileSync(target, cc);  // CMake runs this only when a source changed
 const kb = (n) => (n / 1024).toFixed(1) + ' KB';
-console.log(`[console] ${files.join(', ')}: ${kb(gzipTotal)} gzipped`);
 if (gzipTotal > MAX_GZIP_BYTES) {
+  // Before writing: a build that fails here leaves no output behind to pass next time.
   console.error(`[console] the page is ${kb(gzipTotal)} gzipped, over its ${kb(MAX_GZIP_BYTES)} budget`);
   process.exit(1);
 }
+fs.writeFileSync(path.join(out, 'console_assets.cc'), cc);  // CMake runs this only when a source changed
+console.log(`[console] ${files.join(', ')}: ${kb(gzipTotal)} gzipped`);

@@ -78,22 +78,33 @@ export async function streamChat(body, onChunk, signal) {
   const reader = res.body.getReader();
   const decoder = new TextDecoder();
   let buffered = '';
+  // One event: its data lines joined by newlines (the SSE rule); true at [DONE].
+  const dispatch = (event) => {
+    const data = event
+      .split('\n')
+      .filter((l) => l.startsWith('data:'))
+      .map((l) => l.slice(l.startsWith('data: ') ? 6 : 5))
+      .join('\n');
+    if (!data) return false;
+    if (data.trim() === '[DONE]') return true;
+    const chunk = JSON.parse(data);
+    if (chunk.error) throw new ApiError(0, chunk.error.message || 'the stream failed');
+    onChunk(chunk);
+    return false;
+  };
   for (;;) {
     const { value, done } = await reader.read();
-    if (done) return;
-    buffered += decoder.decode(value, { stream: true });
+    buffered += done ? decoder.decode() : decoder.decode(value, { stream: true });
+    buffered = buffered.replace(/\r\n?/g, '\n');
     let end;
     while ((end = buffered.indexOf('\n\n')) >= 0) {
       const event = buffered.slice(0, end);
       buffered = buffered.slice(end + 2);
-      for (const line of event.split('\n')) {
-        if (!line.startsWith('data:')) continue;
-        const data = line.slice(5).trim();
-        if (data === '[DONE]') return;
-        const chunk = JSON.parse(data);
-        if (chunk.error) throw new ApiError(0, chunk.error.message || 'the stream failed');
-        onChunk(chunk);
-      }
+      if (dispatch(event)) return;
+    }
+    if (done) {
+      dispatch(buffered);  // a last event without its blank line
+      return;
     }
   }
 }

@@ -25,6 +25,14 @@ function parseRouteNote(note) {
   return out;
 }
 
+// Who answered, from the route's note: the response cache, the target that
+// took over mid-stream, or the target.
+function targetOf(note) {
+  if (note.cache === 'hit') return 'response cache';
+  if (note.continued_on) return `${note.continued_on} (after ${note.after || note.target})`;
+  return note.target || 'local';
+}
+
 function Stats({ s }) {
   if (!s) return null;
   const fmt = (x, d = 2) => (x == null ? '–' : x.toFixed(d));
@@ -73,7 +81,7 @@ function applyChunk(answer, chunk, t) {
     if (d.function?.arguments) c.arguments += d.function.arguments;
   }
   if (choice?.finish_reason) answer.stats.finish = choice.finish_reason;
-  if (chunk.hone_route) answer.stats.target = parseRouteNote(chunk.hone_route).target || 'local';
+  if (chunk.hone_route) answer.stats.target = targetOf(parseRouteNote(chunk.hone_route));
   if (chunk.usage) {
     answer.stats.prompt = chunk.usage.prompt_tokens;
     answer.stats.completion = chunk.usage.completion_tokens;
@@ -110,7 +118,7 @@ function Settings({ models, s, set }) {
 }
 
 export function ChatView() {
-  const saved = loadSaved();
+  const [saved] = useState(loadSaved);
   const [models, setModels] = useState([]);
   const [settings, setSettings] = useState({ model: '', system: '', temperature: 0.7, top_p: 1, max_tokens: 256, ...saved.settings });
   const [messages, setMessages] = useState(saved.messages || []);
@@ -130,8 +138,11 @@ export function ChatView() {
       .catch((e) => setError(e.message));
   }, []);
   useEffect(() => {
+    if (busy) return;  // saved once the answer is whole, not on every chunk
     localStorage.setItem(STORE, JSON.stringify({ settings, messages: messages.filter((m) => !m.streaming) }));
-  }, [settings, messages]);
+  }, [settings, messages, busy]);
+  // Leaving the view stops a running answer (the server stops generating).
+  useEffect(() => () => abort.current?.abort(), []);
 
   const ask = async (history) => {
     setError('');
@@ -147,7 +158,7 @@ export function ChatView() {
       messages: [...(settings.system ? [{ role: 'system', content: settings.system }] : []), ...history.map(({ role, content }) => ({ role, content }))],
       temperature: settings.temperature,
       top_p: settings.top_p,
-      max_tokens: settings.max_tokens,
+      ...(settings.max_tokens > 0 ? { max_tokens: settings.max_tokens } : {}),
       stream_options: { include_usage: true, include_route: true },
     };
     try {
@@ -198,7 +209,7 @@ export function ChatView() {
         {error && <div class="error">{error}</div>}
         <form class="composer" onSubmit={send}>
           <textarea rows="3" placeholder="Message" value={input} onInput={(e) => setInput(e.target.value)} data-testid="prompt"
-            onKeyDown={(e) => e.key === 'Enter' && !e.shiftKey && send(e)} />
+            onKeyDown={(e) => e.key === 'Enter' && !e.shiftKey && !e.isComposing && send(e)} />
           <div class="buttons">
             {busy ? (
               <button type="button" onClick={() => abort.current?.abort()} data-testid="stop">Stop</button>

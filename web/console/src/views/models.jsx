@@ -25,7 +25,9 @@ export function ModelsView() {
     const prev = last.current;
     for (const name of s.names) {
       const of = (snap) => sum(snap.metrics, 'hone_generation_tokens_total', (l) => l.model_name === name);
-      if (prev) rates.current[name] = (of(s) - of(prev)) / ((s.at - prev.at) / 1000);
+      // A counter that went down (a restart, an unload) starts over: no rate.
+      const dt = (s.at - prev?.at) / 1000;
+      if (prev && dt > 0.5) rates.current[name] = of(s) >= of(prev) ? (of(s) - of(prev)) / dt : null;
     }
     last.current = s;
     return s;
@@ -53,7 +55,7 @@ export function ModelsView() {
         <thead>
           <tr>
             <th>Model</th><th>State</th><th>Memory</th><th>Slots busy</th><th>Queue</th><th>KV used</th>
-            <th>Decode tok/s</th><th>Prefill tok/s</th><th>Context/slot</th><th />
+            <th>Decode tok/s</th><th>Prefill tok/s</th><th>Context/slot</th><th>Tuned profile</th><th />
           </tr>
         </thead>
         <tbody>
@@ -64,12 +66,13 @@ export function ModelsView() {
                 <td>{name}</td>
                 <td>{l ? (l.pinned ? 'loaded, pinned' : 'loaded') : 'not loaded'}</td>
                 <td>{l ? (l.size / GiB).toFixed(2) + ' GiB' : '–'}</td>
-                <td>{l ? metric('hone_num_requests_running', name) : '–'}</td>
+                <td>{l ? `${metric('hone_num_requests_running', name)} of ${l.slots}` : '–'}</td>
                 <td>{l ? metric('hone_num_requests_waiting', name) : '–'}</td>
                 <td>{l ? (100 * metric('hone_kv_cache_usage_perc', name)).toFixed(1) + '%' : '–'}</td>
                 <td>{rates.current[name] != null && l ? rates.current[name].toFixed(1) : '–'}</td>
                 <td>{l ? metric('hone_prefill_tokens_per_second', name).toFixed(1) : '–'}</td>
                 <td>{l ? l.context_length : '–'}</td>
+                <td data-testid="profile">{l ? l.profile || 'none (defaults)' : '–'}</td>
                 <td>
                   {l ? (
                     <button onClick={() => act('/hone/unload', name)}>Unload</button>

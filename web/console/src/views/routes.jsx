@@ -2,6 +2,17 @@
 // per upstream its breaker, in-flight count and keys (by fingerprint only).
 import { api } from '../api.js';
 import { usePoll } from '../hooks.js';
+import { parseMetrics } from '../prometheus.js';
+
+// Why each route overflowed (hone_route_overflow_total{route, reason}).
+function overflowReasons(text) {
+  const by = {};
+  for (const s of parseMetrics(text)) {
+    if (s.name !== 'hone_route_overflow_total' || !s.value) continue;
+    (by[s.labels.route] ||= []).push(`${s.labels.reason} ${s.value}`);
+  }
+  return by;
+}
 
 const pct = (x) => (100 * (x || 0)).toFixed(1) + '%';
 
@@ -36,7 +47,10 @@ function Target({ t }) {
 }
 
 export function RoutesView() {
-  const { data, error } = usePoll(() => api('/hone/routes'), 2000);
+  const { data, error } = usePoll(async () => {
+    const [routes, text] = await Promise.all([api('/hone/routes'), api('/metrics')]);
+    return { ...routes, reasons: overflowReasons(text) };
+  }, 2000);
   if (error && !data) return <div class="error">{error.message}</div>;
   if (!data) return <p class="muted">Loading…</p>;
   if (!data.routes.length) return <p class="muted">This server routes nothing: no [[route]] in its config.</p>;
@@ -50,7 +64,8 @@ export function RoutesView() {
             {r.name} <span class="muted">{r.policy}</span>
           </h3>
           <p>
-            {r.requests} requests · {pct(r.overflow_rate)} overflowed · response cache {r.cache.mode}
+            {r.requests} requests · {pct(r.overflow_rate)} overflowed
+            {data.reasons[r.name] ? <span data-testid="overflow-reasons"> ({data.reasons[r.name].join(', ')})</span> : ''} · response cache {r.cache.mode}
             {r.cache.enabled ? `, hit rate ${pct(r.cache.hit_rate)}` : ''}
             {r.ttft_slo_s ? ` · TTFT SLO ${r.ttft_slo_s} s` : ''}
           </p>

@@ -7,11 +7,15 @@ import { parseMetrics } from '../prometheus.js';
 
 const money = (x) => '$' + (x || 0).toFixed(4);
 
-function Group({ title, rows }) {
+const COLORS = { upstream: '#0891b2', route: '#7c3aed', tenant: '#db2777' };
+
+function Group({ title, rows, kind }) {
   if (!rows?.length) return null;
   return (
     <div class="card">
       <h3>{title}</h3>
+      <Chart title={`Cost by ${kind}`} bars height={150} testid={`spend-by-${kind}`} xLabels={rows.map((r) => r.key || '(no key)')}
+        series={[{ label: 'cost ($)', stroke: COLORS[kind] }]} data={[rows.map((_, i) => i), rows.map((r) => r.cost)]} />
       <table>
         <thead>
           <tr><th /><th>Requests</th><th>Prompt tokens</th><th>Completion tokens</th><th>Cost</th></tr>
@@ -59,6 +63,7 @@ export function SpendView() {
   return (
     <section>
       <h2>Spend, {s.month}</h2>
+      {s.error && <div class="error">The ledger could not be read: {s.error}</div>}
       <p>
         Month to date: <b data-testid="spend-total">{money(s.total?.cost)}</b> over {s.total?.requests ?? 0} requests
         {s.total?.estimated ? ' (some estimated)' : ''} · ledger: {s.ledger}
@@ -81,17 +86,17 @@ export function SpendView() {
         </div>
       )}
       <div class="card">
-        <h3>Alerts fired</h3>
-        {!data.alerts.length && <p class="muted">None this period.</p>}
+        <h3>Alerts fired since the server started</h3>
+        {!data.alerts.length && <p class="muted">None.</p>}
         <ul>
           {data.alerts.map((a) => (
             <li>{a.labels.budget} {a.labels.window} crossed {a.labels.threshold}: {a.value}×</li>
           ))}
         </ul>
       </div>
-      <Group title="By upstream" rows={s.by_upstream} />
-      <Group title="By route" rows={s.by_route} />
-      <Group title="By tenant (key fingerprint)" rows={s.by_tenant} />
+      <Group title="By upstream" kind="upstream" rows={s.by_upstream} />
+      <Group title="By route" kind="route" rows={s.by_route} />
+      <Group title="By tenant (key fingerprint)" kind="tenant" rows={s.by_tenant} />
     </section>
   );
 }
