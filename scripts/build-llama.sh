@@ -48,7 +48,7 @@ else
   MARCH=${MARCH:-native}; MARCH_FLAG=-march=native; KIND=native
 fi
 ISA_MACROS=$(echo | "$CC_BIN" $MARCH_FLAG -dM -E - 2>/dev/null \
-  | awk '$2 ~ /^__(SSE|AVX|AMX|FMA|F16C|BMI|VNNI|GFNI|VAES|VPCLMUL|AES|SHA|POPCNT|LZCNT|MOVBE|XSAVE)/ {print $2}' | sort | tr '\n' ' ')
+  | awk '$2 ~ /^__(SSE|AVX|AMX|FMA|F16C|BMI|VNNI|GFNI|VAES|VPCLMUL|AES|SHA|POPCNT|LZCNT|MOVBE|XSAVE|ARM_NEON$|ARM_FEATURE_(DOTPROD|MATMUL_INT8|SVE|SVE2|FP16_VECTOR_ARITHMETIC|BF16))/ {print $2}' | sort | tr '\n' ' ')
 ISA_HASH=$(printf '%s|%s' "$ISA_MACROS" "$PATCH_HASH" | sha256sum | cut -c1-12)
 KEY=$KIND-$MARCH-$ISA_HASH
 ROOT=$CACHE/llama.cpp/$LLAMA_COMMIT

@@ -12,6 +12,7 @@ PKGS=(
   prometheus  # promtool: tests lint /metrics with `promtool check metrics`
   wrk  # bench/router_overhead.mjs: the serial figures from a C client
   chromium  # the web console's browser tests (tests/node/console.browser.mjs, puppeteer-core)
+  g++-aarch64-linux-gnu  # the arm64_sources check (scripts/check-arm64-sources.sh)
 )
 missing=()
 # Node.js: any install with npm will do (some images ship NodeSource builds that

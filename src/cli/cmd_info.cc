@@ -15,7 +15,20 @@ struct InfoArgs {
   bool json = false;
   bool no_bandwidth = false;
   double seconds = 1.0;
+  std::string root;  // another machine's /proc and /sys, copied (tests, support)
 };
+
+// "0-7,12,14-15": a CPU list as the kernel writes one.
+std::string CpuRanges(const std::vector<int>& cpus) {
+  std::string out;
+  for (size_t i = 0; i < cpus.size();) {
+    size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+    out += (out.empty() ? "" : ",") + std::to_string(cpus[i]) + (j > i ? "-" + std::to_string(cpus[j]) : "");
+    i = j + 1;
+  }
+  return out;
+}
 
 nlohmann::json ToJson(const hw::MachineInfo& m) {
   nlohmann::json j;
@@ -27,6 +40,10 @@ nlohmann::json ToJson(const hw::MachineInfo& m) {
   j["smt_per_core"] = m.smt_per_core;
   j["usable_cpus"] = m.usable_cpus();
   j["isa"] = m.isa;
+  j["core_kinds"] = nlohmann::json::array();
+  for (const hw::CoreKind& k : m.core_kinds)
+    j["core_kinds"].push_back({{"name", k.name}, {"cpus", k.cpus}, {"capacity", k.capacity}});
+  j["core_kinds_source"] = m.core_kinds_source;
   for (auto& n : m.numa_nodes)
     j["numa_nodes"].push_back({{"id", n.id}, {"cpus", n.cpus}, {"memory_bytes", n.memory_bytes}});
   for (auto& c : m.caches) {
@@ -67,6 +84,12 @@ void PrintText(const hw::MachineInfo& m) {
   std::printf("CPU         %s (%s)\n", m.cpu_model.c_str(), m.arch.c_str());
   std::printf("Cores       %d physical, %d logical (SMT %d), %d package(s), usable CPUs %d\n",
               m.physical_cores, m.logical_cpus, m.smt_per_core, m.packages, m.usable_cpus());
+  if (!m.core_kinds.empty()) {
+    std::string kinds;
+    for (const hw::CoreKind& k : m.core_kinds)
+      kinds += (kinds.empty() ? "" : "; ") + k.name + ": CPUs " + CpuRanges(k.cpus);
+    std::printf("Core kinds  %s (fastest first; from %s)\n", kinds.c_str(), m.core_kinds_source.c_str());
+  }
   std::printf("NUMA        %zu node(s)\n", m.numa_nodes.size());
   for (auto& c : m.caches) {
     std::printf("Cache       L%d %-11s %s x %d (shared by %d CPUs)\n", c.level, c.type.c_str(),
@@ -107,10 +130,14 @@ Runner AddInfoCommand(CLI::App& app) {
   cmd->add_flag("--no-bandwidth", args->no_bandwidth, "Skip the memory bandwidth measurement");
   cmd->add_option("--bandwidth-seconds", args->seconds, "Time spent measuring bandwidth")
       ->check(CLI::Range(0.05, 60.0));
+  cmd->add_option(
+      "--root", args->root,
+      "Read /proc and /sys under this folder instead (a copy from another machine; no bandwidth)");
   return [args]() {
     hw::ProbeOptions opt;
     opt.measure_bandwidth = !args->no_bandwidth;
     opt.bandwidth_seconds = args->seconds;
+    if (!args->root.empty()) opt.fs_root = args->root;
     auto m = hw::Probe(opt);
     if (!m) return Fail(m.error().ToString());
     if (args->json)

@@ -1,6 +1,8 @@
 #include "engine/amx.h"
 
-#include <cpuid.h>
+#if defined(__x86_64__)
+#include <cpuid.h>  // x86 only: elsewhere there is no AMX to ask about
+#endif
 #include <ggml-alloc.h>
 #include <ggml-backend.h>
 #include <ggml-cpu.h>

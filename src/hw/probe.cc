@@ -19,6 +19,7 @@
 #include <tuple>
 
 #include "hw/bandwidth.h"
+#include "hw/core_kinds.h"
 #include "hw/sysfs.h"
 #include "util/units.h"
 
@@ -37,6 +38,7 @@ struct RawTopology {
   std::vector<Core> cores;  // package and cpus set; the rest is derived
   std::vector<NumaNode> numa_nodes;
   std::vector<CacheInstance> caches;
+  std::vector<CoreKind> kinds;  // hwloc's cpukinds, fastest first; empty when it ranks none
 };
 
 std::vector<int> BitmapCpus(hwloc_const_bitmap_t set) {
@@ -45,6 +47,31 @@ std::vector<int> BitmapCpus(hwloc_const_bitmap_t set) {
   hwloc_bitmap_foreach_begin(i, set) cpus.push_back(i);
   hwloc_bitmap_foreach_end();
   return cpus;
+}
+
+// hwloc's kinds of cores, where it could rank them (efficiency >= 0): it
+// lists the most energy-efficient first; ours are fastest first.
+std::vector<CoreKind> HwlocCoreKinds(hwloc_topology_t topo) {
+  const int n = hwloc_cpukinds_get_nr(topo, 0);
+  if (n < 2) return {};
+  std::vector<CoreKind> kinds;
+  hwloc_bitmap_t set = hwloc_bitmap_alloc();
+  for (int i = n - 1; i >= 0; --i) {
+    int efficiency = -1;
+    unsigned nr_infos = 0;
+    hwloc_info_s* infos = nullptr;
+    if (hwloc_cpukinds_get_info(topo, i, set, &efficiency, &nr_infos, &infos, 0) != 0 || efficiency < 0) {
+      kinds.clear();
+      break;
+    }
+    CoreKind k{"", BitmapCpus(set), efficiency};
+    for (unsigned j = 0; j < nr_infos; ++j)
+      if (std::string(infos[j].name) == "CoreType") k.name = infos[j].value;
+    kinds.push_back(std::move(k));
+  }
+  hwloc_bitmap_free(set);
+  NameByRank(&kinds);
+  return kinds;
 }
 
 Result<RawTopology> HwlocTopology() {
@@ -82,6 +109,7 @@ Result<RawTopology> HwlocTopology() {
       raw.caches.push_back({static_cast<int>(a.depth), kind, a.size, BitmapCpus(o->cpuset)});
     }
   }
+  raw.kinds = HwlocCoreKinds(topo);
   hwloc_topology_destroy(topo);
   if (raw.cores.empty()) return MakeError(ErrorCode::kInternal, "hwloc: no cores found");
   return raw;
@@ -358,7 +386,16 @@ Result<MachineInfo> Probe(const ProbeOptions& options) {
   Result<RawTopology> topo = live ? HwlocTopology() : MakeError(ErrorCode::kUnsupported, "fixture root");
   if (!topo.ok()) topo = SysfsTopology(root, *cpu);
   if (!topo.ok()) return topo.error();
+  info.core_kinds = std::move(topo->kinds);
   AssembleTopology(std::move(*topo), &info);
+  if (!info.core_kinds.empty()) {
+    info.core_kinds_source = "hwloc cpukinds";
+  } else {
+    std::vector<int> cpus;
+    for (const Core& c : info.cores) cpus.insert(cpus.end(), c.cpus.begin(), c.cpus.end());
+    std::sort(cpus.begin(), cpus.end());
+    info.core_kinds = SysfsCoreKinds(root, cpus, &info.core_kinds_source);
+  }
 
   Result<CgroupLimits> cgroup = ReadCgroupLimits(root);
   if (!cgroup.ok()) return cgroup.error();

@@ -113,6 +113,43 @@ TEST(ProbeFixtureTest, Aarch64) {
   EXPECT_EQ(m.usable_memory_bytes(), 15500000ull * 1024);
 }
 
+TEST(ProbeFixtureTest, HybridIntelLaptopHasPerformanceAndEfficiencyCores) {
+  MachineInfo m = ProbeFixture("intel_hybrid_laptop");
+  EXPECT_EQ(m.cpu_model, "12th Gen Intel(R) Core(TM) i7-1260P");
+  EXPECT_EQ(m.physical_cores, 12);  // 4 performance cores with SMT, 8 efficiency cores without
+  EXPECT_EQ(m.logical_cpus, 16);
+  ASSERT_EQ(m.core_kinds.size(), 2u);
+  EXPECT_EQ(m.core_kinds_source, "intel hybrid (sysfs)");
+  EXPECT_EQ(m.core_kinds[0].name, "performance");
+  EXPECT_EQ(m.core_kinds[0].cpus, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(m.core_kinds[1].name, "efficiency");
+  EXPECT_EQ(m.core_kinds[1].cpus, (std::vector<int>{8, 9, 10, 11, 12, 13, 14, 15}));
+}
+
+TEST(ProbeFixtureTest, ArmBigLittleBoardByCpuCapacity) {
+  MachineInfo m = ProbeFixture("arm_biglittle");
+  EXPECT_EQ(m.arch, "aarch64");
+  EXPECT_EQ(m.cpu_model, "ARM Cortex-A55 + Cortex-A76");  // from the implementer and both part numbers
+  EXPECT_EQ(m.physical_cores, 8);
+  EXPECT_TRUE(m.has_isa("NEON"));
+  ASSERT_EQ(m.core_kinds.size(), 2u);
+  EXPECT_EQ(m.core_kinds_source, "cpu_capacity");
+  EXPECT_EQ(m.core_kinds[0].name, "big");
+  EXPECT_EQ(m.core_kinds[0].capacity, 1024);
+  EXPECT_EQ(m.core_kinds[0].cpus, (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(m.core_kinds[1].name, "little");
+  EXPECT_EQ(m.core_kinds[1].capacity, 414);
+  EXPECT_EQ(m.core_kinds[1].cpus, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_LT(m.usable_memory_bytes(), 4ull << 30);  // a 4 GB board
+}
+
+TEST(ProbeFixtureTest, OneKindOfCoreListsNoKinds) {
+  for (const char* name : {"x86_2s_numa", "x86_small_v1", "arm64_v1"}) {
+    MachineInfo m = ProbeFixture(name);
+    EXPECT_TRUE(m.core_kinds.empty()) << name;
+  }
+}
+
 TEST(ProbeFixtureTest, NoBandwidthForFixtureRoots) {
   ProbeOptions options;
   options.fs_root = Fixture("arm64_v1");

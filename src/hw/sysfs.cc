@@ -70,22 +70,29 @@ std::vector<std::string> MapIsa(std::string_view flags, const IsaFlag (&table)[N
   return isa;
 }
 
-// aarch64 cpuinfo has no model name, only JEDEC implementer and part numbers.
-std::string ArmModel(int implementer, int part) {
+// aarch64 cpuinfo has no model name, only JEDEC implementer and part numbers;
+// a big.LITTLE chip lists two or three parts ("ARM Cortex-A55 + Cortex-A76").
+std::string ArmModel(int implementer, const std::vector<int>& parts) {
   static const std::map<int, const char*> kImplementers = {
       {0x41, "ARM"}, {0x48, "HiSilicon"}, {0x51, "Qualcomm"}, {0x61, "Apple"}, {0xc0, "Ampere"}};
   static const std::map<int, const char*> kArmParts = {
-      {0xd03, "Cortex-A53"},  {0xd08, "Cortex-A72"},  {0xd0b, "Cortex-A76"},  {0xd0c, "Neoverse-N1"},
-      {0xd40, "Neoverse-V1"}, {0xd49, "Neoverse-N2"}, {0xd4f, "Neoverse-V2"},
+      {0xd03, "Cortex-A53"},  {0xd05, "Cortex-A55"},  {0xd08, "Cortex-A72"},  {0xd0b, "Cortex-A76"},
+      {0xd0c, "Neoverse-N1"}, {0xd0d, "Cortex-A77"},  {0xd40, "Neoverse-V1"}, {0xd41, "Cortex-A78"},
+      {0xd44, "Cortex-X1"},   {0xd46, "Cortex-A510"}, {0xd47, "Cortex-A710"}, {0xd48, "Cortex-X2"},
+      {0xd49, "Neoverse-N2"}, {0xd4d, "Cortex-A715"}, {0xd4e, "Cortex-X3"},   {0xd4f, "Neoverse-V2"},
+      {0xd80, "Cortex-A520"}, {0xd81, "Cortex-A720"}, {0xd82, "Cortex-X4"},   {0xd8e, "Neoverse-N3"},
   };
   auto impl = kImplementers.find(implementer);
   std::ostringstream out;
   out << (impl != kImplementers.end() ? impl->second : "ARM-compatible");
-  auto p = kArmParts.find(part);
-  if (implementer == 0x41 && p != kArmParts.end()) {
-    out << ' ' << p->second;
-  } else {
-    out << " part 0x" << std::hex << part;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    out << (i ? " + " : " ");
+    auto p = kArmParts.find(parts[i]);
+    if (implementer == 0x41 && p != kArmParts.end()) {
+      out << p->second;
+    } else {
+      out << "part 0x" << std::hex << parts[i] << std::dec;
+    }
   }
   return out.str();
 }
@@ -208,7 +215,8 @@ Result<std::vector<int>> ParseCpuList(std::string_view text) {
 Result<CpuInfo> ParseCpuInfo(std::string_view text) {
   CpuInfo info;
   std::string x86_flags, arm_features;
-  int implementer = -1, part = -1;
+  int implementer = -1;
+  std::vector<int> parts;  // distinct, in the order the CPUs list them
   for (std::string_view line : Split(text, '\n')) {
     size_t colon = line.find(':');
     if (colon == std::string_view::npos) continue;
@@ -230,8 +238,11 @@ Result<CpuInfo> ParseCpuInfo(std::string_view text) {
       arm_features = value;
     } else if (key == "CPU implementer" && implementer < 0) {
       ParseNumber(value.substr(value.starts_with("0x") ? 2 : 0), &implementer, 16);
-    } else if (key == "CPU part" && part < 0) {
-      ParseNumber(value.substr(value.starts_with("0x") ? 2 : 0), &part, 16);
+    } else if (key == "CPU part") {
+      int part = -1;
+      if (ParseNumber(value.substr(value.starts_with("0x") ? 2 : 0), &part, 16) &&
+          std::find(parts.begin(), parts.end(), part) == parts.end())
+        parts.push_back(part);
     }
   }
   if (info.processors.empty()) return MakeError(ErrorCode::kCorrupt, "cpuinfo: no processor entries");
@@ -241,7 +252,7 @@ Result<CpuInfo> ParseCpuInfo(std::string_view text) {
   } else if (!arm_features.empty()) {
     info.arch = "aarch64";
     info.isa = MapIsa(arm_features, kArmIsa);
-    if (info.model.empty() && implementer >= 0) info.model = ArmModel(implementer, part);
+    if (info.model.empty() && implementer >= 0) info.model = ArmModel(implementer, parts);
   } else {
     info.arch = "unknown";
   }

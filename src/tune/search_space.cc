@@ -14,6 +14,16 @@ std::set<int> Allowed(const hw::MachineInfo& m) {
 
 bool Usable(const std::set<int>& allowed, int cpu) { return allowed.empty() || allowed.count(cpu); }
 
+// The usable physical cores (first threads) of one kind of core.
+std::vector<int> CoresOfKind(const hw::MachineInfo& m, const hw::CoreKind& kind,
+                             const std::set<int>& allowed) {
+  const std::set<int> of(kind.cpus.begin(), kind.cpus.end());
+  std::vector<int> out;
+  for (const hw::Core& c : m.cores)
+    if (!c.cpus.empty() && of.count(c.cpus[0]) && Usable(allowed, c.cpus[0])) out.push_back(c.cpus[0]);
+  return out;
+}
+
 int PhysicalCores(const hw::MachineInfo& m) {
   int usable = m.usable_cpus();
   int phys = m.physical_cores > 0 ? m.physical_cores : usable;
@@ -39,6 +49,15 @@ std::vector<CpuSet> CpuSets(const hw::MachineInfo& m) {
       }
     }
     if (smt.cpus.size() > phys.cpus.size()) out.push_back(smt);
+  }
+  if (m.core_kinds.size() > 1) {
+    // Hybrid cores: a thread on a slow core holds the others at each barrier,
+    // so the fast kind alone often wins; the slow kind alone, for the record
+    // (and for prefill on machines with many small cores).
+    CpuSet fast{"fast", CoresOfKind(m, m.core_kinds.front(), allowed)};
+    CpuSet slow{"slow", CoresOfKind(m, m.core_kinds.back(), allowed)};
+    if (!fast.cpus.empty()) out.push_back(fast);
+    if (!slow.cpus.empty()) out.push_back(slow);
   }
   if (m.numa_nodes.size() > 1) {
     // llama.cpp's --numa distribute: consecutive threads on alternating nodes,
@@ -79,6 +98,13 @@ std::vector<int> ThreadCandidates(const hw::MachineInfo& m) {
   }
   int logical = m.usable_cpus();
   if (m.smt_per_core > 1 && logical > phys) t.insert(logical);
+  // One thread per core of each kind: what the "fast" and "slow" placements hold.
+  if (m.core_kinds.size() > 1) {
+    for (const hw::CoreKind* k : {&m.core_kinds.front(), &m.core_kinds.back()}) {
+      const size_t n = CoresOfKind(m, *k, Allowed(m)).size();
+      if (n > 0) t.insert(static_cast<int>(n));
+    }
+  }
   return {t.begin(), t.end()};
 }
 

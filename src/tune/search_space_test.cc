@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "hw/probe.h"
+#include "testing/test_env.h"
 #include "tune/isolation.h"
 
 namespace hone::tune {
@@ -58,6 +60,54 @@ TEST(SearchSpace, CpuSetsSeparatePhysicalCoresSmtAndNodes) {
   EXPECT_EQ(sets[4].cpus, (std::vector<int>{4, 5, 6, 7}));
   // A small machine: one set, no SMT, one node.
   EXPECT_EQ(CpuSets(Machine(2, 1, 1)).size(), 1u);
+}
+
+hw::MachineInfo FixtureMachine(const std::string& name) {
+  hw::ProbeOptions o;
+  o.fs_root = testing::SourceDir() + "/tests/fixtures/sysfs/" + name;
+  o.measure_bandwidth = false;
+  auto m = hw::Probe(o);
+  EXPECT_TRUE(m.ok()) << m.error().ToString();
+  return m.ok() ? *m : hw::MachineInfo{};
+}
+
+const CpuSet* Named(const std::vector<CpuSet>& sets, const std::string& name) {
+  for (const CpuSet& s : sets)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+TEST(SearchSpace, HybridIntelPlacesThreadsOnTheFastOrTheSlowKind) {
+  hw::MachineInfo m = FixtureMachine("intel_hybrid_laptop");
+  std::vector<CpuSet> sets = CpuSets(m);
+  const CpuSet* fast = Named(sets, "fast");
+  const CpuSet* slow = Named(sets, "slow");
+  ASSERT_NE(fast, nullptr);
+  ASSERT_NE(slow, nullptr);
+  EXPECT_EQ(fast->cpus, (std::vector<int>{0, 2, 4, 6}));  // one thread per performance core
+  EXPECT_EQ(slow->cpus, (std::vector<int>{8, 9, 10, 11, 12, 13, 14, 15}));
+  std::vector<int> t = ThreadCandidates(m);
+  EXPECT_TRUE(Has(t, 4)) << "the performance cores alone";
+  EXPECT_TRUE(Has(t, 8)) << "the efficiency cores alone";
+  EXPECT_TRUE(Has(t, 12)) << "every core";
+  // The placements reach the tuner's search space, loose and strict.
+  bool fast_strict = false;
+  const SearchSpace space = BuildSearchSpace(m, SpaceRequest{});
+  for (const auto* dims : {&space.early, &space.grid, &space.extra})
+    for (const Dimension& d : *dims)
+      for (const auto& v : d.values) fast_strict |= v.label == "fast+strict";
+  EXPECT_TRUE(fast_strict);
+}
+
+TEST(SearchSpace, ArmBigLittleBoardSearchesTheBigCores) {
+  hw::MachineInfo m = FixtureMachine("arm_biglittle");
+  std::vector<CpuSet> sets = CpuSets(m);
+  ASSERT_NE(Named(sets, "fast"), nullptr);
+  EXPECT_EQ(Named(sets, "fast")->cpus, (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(Named(sets, "slow")->cpus, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_TRUE(Has(ThreadCandidates(m), 4));
+  // One kind of core: no such sets.
+  EXPECT_EQ(Named(CpuSets(Machine(8, 2, 1)), "fast"), nullptr);
 }
 
 TEST(SearchSpace, StrictPlacementNeedsACpuPerThread) {

@@ -12,6 +12,7 @@ namespace {
 using testing::HoneBinary;
 using testing::RunCommand;
 using testing::SharedModel;
+using testing::SourceDir;
 using testing::TempPath;
 
 std::string Hone(const std::string& args) { return HoneBinary() + " " + args; }
@@ -50,6 +51,26 @@ TEST(Cli, InfoTextMentionsBandwidth) {
   auto r = RunCommand(Hone("info --bandwidth-seconds 0.2"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("GB/s"), std::string::npos) << r.output;
+}
+
+// Another machine's /proc and /sys (the fixture trees): the kinds of cores,
+// fastest first, and the ARM CPU's name from its part numbers.
+TEST(Cli, InfoShowsTheKindsOfCoresOfAnotherMachine) {
+  const std::string fixtures = SourceDir() + "/tests/fixtures/sysfs/";
+  auto arm = RunCommand(Hone("info --no-bandwidth --root " + fixtures + "arm_biglittle"));
+  ASSERT_EQ(arm.exit_code, 0) << arm.output;
+  EXPECT_NE(arm.output.find("ARM Cortex-A55 + Cortex-A76 (aarch64)"), std::string::npos) << arm.output;
+  EXPECT_NE(arm.output.find("Core kinds  big: CPUs 4-7; little: CPUs 0-3"), std::string::npos) << arm.output;
+  auto intel = RunCommand(Hone("info --json --no-bandwidth --root " + fixtures + "intel_hybrid_laptop"));
+  ASSERT_EQ(intel.exit_code, 0) << intel.output;
+  auto j = JsonOf(intel);
+  ASSERT_EQ(j["core_kinds"].size(), 2u) << intel.output;
+  EXPECT_EQ(j["core_kinds"][0]["name"], "performance");
+  EXPECT_EQ(j["core_kinds"][1]["cpus"].size(), 8u);
+  EXPECT_EQ(j["core_kinds_source"], "intel hybrid (sysfs)");
+  auto missing = RunCommand(Hone("info --no-bandwidth --root " + fixtures + "no_such_machine"));
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.output.find("cpuinfo"), std::string::npos) << missing.output;
 }
 
 TEST(Cli, InspectStories) {
