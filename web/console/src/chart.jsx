@@ -13,8 +13,14 @@ export function Chart({ title, series, data, height = 180, bars = false, xLabels
       title,
       width,
       height,
-      scales: { x: { time: !bars } },
-      axes: [bars && xLabels ? { values: (u, ticks) => ticks.map((t) => xLabels[t] ?? '') } : {}, {}],
+      // Bars: one category per x, half a slot of room on each side, a tick per bar.
+      scales: { x: bars ? { time: false, auto: false, range: [-0.5, (xLabels?.length || 1) - 0.5] } : { time: true } },
+      axes: [
+        bars && xLabels
+          ? { splits: () => xLabels.map((_, i) => i), values: (u, ticks) => ticks.map((t) => xLabels[t] ?? '') }
+          : {},
+        {},
+      ],
       series: [
         {},
         ...series.map((s) => ({
