@@ -33,14 +33,32 @@ std::vector<CoreKind> ByCapacity(const std::string& root, const std::vector<int>
     if (!ReadTrimmed(RootedPath(root, path), &text) || !ParseNumber(text, &capacity)) return {};
     by[capacity].push_back(cpu);
   }
-  if (by.size() < 2) return {};
   std::vector<CoreKind> kinds;
   for (auto& [capacity, list] : by) kinds.push_back({"", list, capacity});
+  MergeCloseKinds(&kinds);
+  if (kinds.size() < 2) return {};
   NameByRank(&kinds);
   return kinds;
 }
 
 }  // namespace
+
+void MergeCloseKinds(std::vector<CoreKind>* kinds) {
+  std::vector<CoreKind> merged;
+  for (CoreKind& k : *kinds) {
+    // Capacities within 10% of the group's fastest are one kind: some SoCs
+    // (and uniform servers such as NVIDIA Grace) report 1024 beside 1007.
+    if (!merged.empty() && k.capacity > 0 && merged.back().capacity > 0 &&
+        k.capacity * 10 >= merged.back().capacity * 9) {
+      CoreKind& into = merged.back();
+      into.cpus.insert(into.cpus.end(), k.cpus.begin(), k.cpus.end());
+      std::sort(into.cpus.begin(), into.cpus.end());
+      continue;
+    }
+    merged.push_back(std::move(k));
+  }
+  *kinds = std::move(merged);
+}
 
 void NameByRank(std::vector<CoreKind>* kinds) {
   const size_t n = kinds->size();

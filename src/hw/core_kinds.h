@@ -17,6 +17,10 @@ namespace hone::hw {
 std::vector<CoreKind> SysfsCoreKinds(const std::string& root, const std::vector<int>& cpus,
                                      std::string* source);
 
+// Joins neighbouring kinds (sorted fastest first) whose capacities are within
+// 10% of each other: one kind of core reported with slightly different values.
+void MergeCloseKinds(std::vector<CoreKind>* kinds);
+
 // Names kinds sorted fastest first: Intel's core types keep theirs; others
 // are "big" and "little", with "mid" between (more: "kind N").
 void NameByRank(std::vector<CoreKind>* kinds);

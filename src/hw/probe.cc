@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -56,6 +57,7 @@ std::vector<CoreKind> HwlocCoreKinds(hwloc_topology_t topo) {
   if (n < 2) return {};
   std::vector<CoreKind> kinds;
   hwloc_bitmap_t set = hwloc_bitmap_alloc();
+  if (!set) return {};
   for (int i = n - 1; i >= 0; --i) {
     int efficiency = -1;
     unsigned nr_infos = 0;
@@ -65,11 +67,18 @@ std::vector<CoreKind> HwlocCoreKinds(hwloc_topology_t topo) {
       break;
     }
     CoreKind k{"", BitmapCpus(set), efficiency};
-    for (unsigned j = 0; j < nr_infos; ++j)
-      if (std::string(infos[j].name) == "CoreType") k.name = infos[j].value;
+    for (unsigned j = 0; j < nr_infos; ++j) {
+      const std::string name = infos[j].name;
+      if (name == "CoreType") k.name = infos[j].value;
+      // hwloc 2.9 ranks kinds of a uniform chip apart by a few points of
+      // capacity (open-mpi/hwloc#634): merged below when it reports them.
+      if (name == "LinuxCapacity") k.capacity = std::atoi(infos[j].value);
+    }
     kinds.push_back(std::move(k));
   }
   hwloc_bitmap_free(set);
+  MergeCloseKinds(&kinds);
+  if (kinds.size() < 2) return {};
   NameByRank(&kinds);
   return kinds;
 }

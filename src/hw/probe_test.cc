@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "hw/bandwidth.h"
+#include "hw/core_kinds.h"
 #include "testing/test_env.h"
 
 namespace hone::hw {
@@ -141,6 +142,21 @@ TEST(ProbeFixtureTest, ArmBigLittleBoardByCpuCapacity) {
   EXPECT_EQ(m.core_kinds[1].capacity, 414);
   EXPECT_EQ(m.core_kinds[1].cpus, (std::vector<int>{0, 1, 2, 3}));
   EXPECT_LT(m.usable_memory_bytes(), 4ull << 30);  // a 4 GB board
+}
+
+TEST(CoreKindsTest, CapacitiesWithinTenPercentAreOneKind) {
+  std::vector<CoreKind> kinds = {{"", {0, 1}, 1024}, {"", {2, 3}, 1007}, {"", {4, 5}, 414}};
+  MergeCloseKinds(&kinds);
+  ASSERT_EQ(kinds.size(), 2u);
+  EXPECT_EQ(kinds[0].cpus, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(kinds[1].cpus, (std::vector<int>{4, 5}));
+  // Kinds without a capacity (an efficiency rank only) stay apart.
+  std::vector<CoreKind> ranked = {{"IntelCore", {0}, 0}, {"IntelAtom", {1}, 0}};
+  MergeCloseKinds(&ranked);
+  EXPECT_EQ(ranked.size(), 2u);
+  NameByRank(&ranked);
+  EXPECT_EQ(ranked[0].name, "performance");
+  EXPECT_EQ(ranked[1].name, "efficiency");
 }
 
 TEST(ProbeFixtureTest, OneKindOfCoreListsNoKinds) {

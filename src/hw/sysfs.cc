@@ -71,7 +71,7 @@ std::vector<std::string> MapIsa(std::string_view flags, const IsaFlag (&table)[N
 }
 
 // aarch64 cpuinfo has no model name, only JEDEC implementer and part numbers;
-// a big.LITTLE chip lists two or three parts ("ARM Cortex-A55 + Cortex-A76").
+// a big.LITTLE chip lists each of its parts ("ARM Cortex-A55 + Cortex-A76").
 std::string ArmModel(int implementer, const std::vector<int>& parts) {
   static const std::map<int, const char*> kImplementers = {
       {0x41, "ARM"}, {0x48, "HiSilicon"}, {0x51, "Qualcomm"}, {0x61, "Apple"}, {0xc0, "Ampere"}};

@@ -56,8 +56,17 @@ std::vector<CpuSet> CpuSets(const hw::MachineInfo& m) {
     // (and for prefill on machines with many small cores).
     CpuSet fast{"fast", CoresOfKind(m, m.core_kinds.front(), allowed)};
     CpuSet slow{"slow", CoresOfKind(m, m.core_kinds.back(), allowed)};
-    if (!fast.cpus.empty()) out.push_back(fast);
-    if (!slow.cpus.empty()) out.push_back(slow);
+    // Every core, the fast ones first: decode takes the set's first `threads`
+    // CPUs and prefill its first `threads_batch`, so with threads up to the
+    // fast cores decode runs on them while prefill uses every core.
+    CpuSet fast_first{"fast-first", {}};
+    for (const hw::CoreKind& k : m.core_kinds) {
+      std::vector<int> cores = CoresOfKind(m, k, allowed);
+      fast_first.cpus.insert(fast_first.cpus.end(), cores.begin(), cores.end());
+    }
+    if (!fast.cpus.empty() && fast.cpus.size() < phys.cpus.size()) out.push_back(fast);
+    if (!slow.cpus.empty() && slow.cpus.size() < phys.cpus.size()) out.push_back(slow);
+    if (fast_first.cpus.size() > fast.cpus.size() && fast_first.cpus != phys.cpus) out.push_back(fast_first);
   }
   if (m.numa_nodes.size() > 1) {
     // llama.cpp's --numa distribute: consecutive threads on alternating nodes,
@@ -101,8 +110,8 @@ std::vector<int> ThreadCandidates(const hw::MachineInfo& m) {
   // One thread per core of each kind: what the "fast" and "slow" placements hold.
   if (m.core_kinds.size() > 1) {
     for (const hw::CoreKind* k : {&m.core_kinds.front(), &m.core_kinds.back()}) {
-      const size_t n = CoresOfKind(m, *k, Allowed(m)).size();
-      if (n > 0) t.insert(static_cast<int>(n));
+      const int n = static_cast<int>(CoresOfKind(m, *k, Allowed(m)).size());
+      if (n > 0 && n <= phys) t.insert(n);
     }
   }
   return {t.begin(), t.end()};

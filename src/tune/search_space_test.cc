@@ -86,6 +86,11 @@ TEST(SearchSpace, HybridIntelPlacesThreadsOnTheFastOrTheSlowKind) {
   ASSERT_NE(slow, nullptr);
   EXPECT_EQ(fast->cpus, (std::vector<int>{0, 2, 4, 6}));  // one thread per performance core
   EXPECT_EQ(slow->cpus, (std::vector<int>{8, 9, 10, 11, 12, 13, 14, 15}));
+  // "physical" already lists the performance cores first (decode with 4
+  // threads runs there, prefill on every core), so no "fast-first" beside it.
+  ASSERT_NE(Named(sets, "physical"), nullptr);
+  EXPECT_EQ(Named(sets, "physical")->cpus[3], 6);
+  EXPECT_EQ(Named(sets, "fast-first"), nullptr);
   std::vector<int> t = ThreadCandidates(m);
   EXPECT_TRUE(Has(t, 4)) << "the performance cores alone";
   EXPECT_TRUE(Has(t, 8)) << "the efficiency cores alone";
@@ -105,7 +110,14 @@ TEST(SearchSpace, ArmBigLittleBoardSearchesTheBigCores) {
   ASSERT_NE(Named(sets, "fast"), nullptr);
   EXPECT_EQ(Named(sets, "fast")->cpus, (std::vector<int>{4, 5, 6, 7}));
   EXPECT_EQ(Named(sets, "slow")->cpus, (std::vector<int>{0, 1, 2, 3}));
+  // The kernel numbers the little cores first: "fast-first" puts the big ones
+  // at the front, so decode with 4 threads lands on them, prefill on all 8.
+  ASSERT_NE(Named(sets, "fast-first"), nullptr);
+  EXPECT_EQ(Named(sets, "fast-first")->cpus, (std::vector<int>{4, 5, 6, 7, 0, 1, 2, 3}));
   EXPECT_TRUE(Has(ThreadCandidates(m), 4));
+  hw::MachineInfo quota = m;
+  quota.cgroup.cpu_quota = 2;  // per-kind counts never exceed what the process may use
+  EXPECT_EQ(ThreadCandidates(quota).back(), 2);
   // One kind of core: no such sets.
   EXPECT_EQ(Named(CpuSets(Machine(8, 2, 1)), "fast"), nullptr);
 }
