@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <string_view>
@@ -53,6 +54,13 @@ void OnSignal(int) {
 std::atomic<bool> g_reload{false};
 void OnHangup(int) { g_reload.store(true); }
 
+bool HasModels(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    if (e.path().extension() == ".gguf") return true;
+  return false;
+}
+
 Result<api::ServeSettings> BuildConfig(const ServeArgs& a) {
   api::ServeSettings c;
   std::string config_file = a.config_file;
@@ -81,8 +89,13 @@ Result<api::ServeSettings> BuildConfig(const ServeArgs& a) {
   if (a.no_ui) c.http.ui = false;
   c.serve.models.insert(c.serve.models.end(), a.models.begin(), a.models.end());
   if (c.serve.models_dir.empty() && c.serve.models.empty()) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "give a models folder (--models DIR) or model files (-m FILE)");
+    // As Ollama serves its own store: ./models, where ./setup.sh puts its
+    // models, when it holds any and nothing else was named.
+    if (!HasModels("models"))
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "give a models folder (--models DIR) or model files (-m FILE); ./models has none");
+    c.serve.models_dir = "models";
+    std::fprintf(stderr, "hone serve: no --models or -m given: serving the models in ./models\n");
   }
   return c;
 }

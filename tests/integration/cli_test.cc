@@ -1,5 +1,6 @@
 // End-to-end: the hone binary as a user runs it, on real models.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -51,6 +52,22 @@ TEST(Cli, InfoTextMentionsBandwidth) {
   auto r = RunCommand(Hone("info --bandwidth-seconds 0.2"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("GB/s"), std::string::npos) << r.output;
+}
+
+// `hone serve` with nothing named serves ./models (where setup.sh puts its
+// models) when it holds any, and says so; an empty one is a clear error.
+TEST(Cli, ServeWithoutModelsServesTheModelsFolder) {
+  const std::string dir = testing::TempPath("serve-default-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir + "/models");
+  auto none = RunCommand("cd " + dir + " && " + HoneBinary() + " serve --port 0 2>&1");
+  EXPECT_EQ(none.exit_code, 2) << none.output;
+  EXPECT_NE(none.output.find("./models has none"), std::string::npos) << none.output;
+  std::filesystem::create_symlink(SharedModel("stories260K.gguf"), dir + "/models/stories260K.gguf");
+  // Up for a second, then SIGTERM: it drains and exits.
+  auto up = RunCommand("cd " + dir + " && timeout -s TERM 3 " + HoneBinary() + " serve --port 0 2>&1");
+  EXPECT_NE(up.output.find("serving the models in ./models"), std::string::npos) << up.output;
+  EXPECT_NE(up.output.find("listening on"), std::string::npos) << up.output;
+  std::filesystem::remove_all(dir);
 }
 
 // Another machine's /proc and /sys (the fixture trees): the kinds of cores,
