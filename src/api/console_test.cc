@@ -58,6 +58,9 @@ TEST(Console, ItsFilesLoadWithoutAKeyAndNothingElseDoes) {
   EXPECT_FALSE(auth.CheckKey(head, nobody).has_value());
   head.path = "/ui";
   EXPECT_FALSE(auth.CheckKey(head, nobody).has_value());
+  head.method = "HEAD";  // what a GET would answer, without the body
+  EXPECT_FALSE(auth.CheckKey(head, nobody).has_value());
+  head.method = "GET";
   for (const char* path : {"/v1/models", "/hone/routes", "/metrics", "/uix", "/api/ps", "/ui/../v1/models",
                            "/ui/a/app.js", "/ui/missing.js", "/ui/app.js/.."}) {
     head.path = path;

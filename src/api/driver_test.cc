@@ -129,6 +129,33 @@ TEST(Driver, StreamsAndEndsWithAnErrorFrameOnFailure) {
   EXPECT_NE(nd.find(R"({"error":"boom"})"), std::string::npos) << nd;
 }
 
+// hone's stream_options.include_route: the router's note on each choice's
+// last chunk, only when asked for, and a clear 400 for a value not a bool.
+TEST(Driver, TheRouteNoteIsStreamedOnlyWhenAskedFor) {
+  ScriptedBackend b;
+  CompletionEvent end = End(0);
+  end.result.route = "route=support target=cloud:gpt attempts=1";
+  b.events = {Text(0, "hi"), end};
+  Driver d(b);
+  openai::GenerationCodec chat(/*chat=*/true);
+  const std::string asked =
+      RunStream(d.Generate(chat, Post(R"({"model":"m","stream":true,"stream_options":{"include_route":true},)"
+                                      R"("messages":[{"role":"user","content":"x"}]})")));
+  EXPECT_NE(asked.find(R"("hone_route":"route=support target=cloud:gpt attempts=1")"), std::string::npos)
+      << asked;
+  // Once: on the choice's last chunk, not on the text before it.
+  EXPECT_EQ(asked.find("hone_route"), asked.rfind("hone_route"));
+  b.events = {Text(0, "hi"), end};
+  const std::string plain = RunStream(
+      d.Generate(chat, Post(R"({"model":"m","stream":true,"messages":[{"role":"user","content":"x"}]})")));
+  EXPECT_EQ(plain.find("hone_route"), std::string::npos) << plain;
+  HttpResponse bad =
+      d.Generate(chat, Post(R"({"model":"m","stream":true,"stream_options":{"include_route":"yes"},)"
+                            R"("messages":[{"role":"user","content":"x"}]})"));
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("include_route"), std::string::npos) << bad.body;
+}
+
 TEST(Driver, BusyIs429ForOpenAIAnd503ForOllamaWithRetryAfter) {
   ScriptedBackend b;
   Error busy = MakeError(ErrorCode::kBusy, "full");

@@ -134,10 +134,9 @@ class Stream final : public StreamEncoder {
     return Chunk(choice, json{{"tool_calls", json::array({call})}}, nullptr);
   }
   std::string ChoiceEnd(size_t choice, const backend::ChoiceResult& r) override {
-    json extra = json::object();
-    if (a_.include_route && !r.route.empty()) extra["hone_route"] = r.route;
+    const bool route = a_.include_route && !r.route.empty();
     return Chunk(choice, chat_ ? json::object() : json(""), backend::FinishReasonName(r.finish),
-                 std::move(extra));
+                 route ? &r.route : nullptr);
   }
   std::string End(const backend::Usage& total) override {
     std::string out;
@@ -157,7 +156,10 @@ class Stream final : public StreamEncoder {
   }
 
  private:
-  std::string Chunk(size_t choice, json delta_or_text, json finish, json extra = json::object()) const {
+  // `route`: hone's stream_options.include_route, on a choice's last chunk only
+  // (not a per-token cost).
+  std::string Chunk(size_t choice, json delta_or_text, json finish,
+                    const std::string* route = nullptr) const {
     json c = {{"index", choice}, {"finish_reason", std::move(finish)}, {"logprobs", nullptr}};
     c[chat_ ? "delta" : "text"] = std::move(delta_or_text);
     json j = {{"id", a_.id},
@@ -166,7 +168,7 @@ class Stream final : public StreamEncoder {
               {"model", a_.model},
               {"choices", {c}}};
     if (a_.include_usage) j["usage"] = nullptr;
-    j.update(extra);
+    if (route) j["hone_route"] = *route;
     return Event(j);
   }
   const Answer a_;

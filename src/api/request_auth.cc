@@ -62,7 +62,7 @@ std::optional<HttpError> RequestAuth::CheckKey(const RequestHead& head, const Ca
   // The console's page and scripts hold no data: they load without a key and
   // ask for one, then send it with each API call (the Host and Origin checks
   // still ran in CheckBrowser).
-  if (head.method == "GET" && ConsolePath(head.path)) return std::nullopt;
+  if ((head.method == "GET" || head.method == "HEAD") && ConsolePath(head.path)) return std::nullopt;
   // The prompt cache lists every tenant's entries and their ages, and clears
   // them all: with client keys, only an admin key may (none set: nobody).
   if (head.path == "/hone/cache" && !api_keys_.empty() && admin_keys_.empty())
