@@ -13,6 +13,9 @@ else
   SRC_DIR=$(cd "$PREFIX/../src" && pwd)
 fi
 BUILD_DIR=${BUILD_DIR:-build}
+# ccache keys on paths below the checkout relative to it, so a fresh clone in
+# another folder (CI's) reuses what this machine already compiled.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 GEN=(); [ ! -f "$BUILD_DIR/CMakeCache.txt" ] && command -v ninja >/dev/null && GEN=(-G Ninja)
 LAUNCH=(); command -v ccache >/dev/null && LAUNCH=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S . -B "$BUILD_DIR" "${GEN[@]}" "${LAUNCH[@]}" \

@@ -30,8 +30,22 @@ PATCH_HASH=$(cat "${PATCHES[@]}" | sha256sum | cut -c1-8)
 # binaries that travel to another machine. HONE_LLAMA_MARCH=<gcc -march name>
 # (sapphirerapids, znver4, ...) builds for that CPU from any machine: a bundle
 # for a bigger box, or an image for a known fleet.
+# HONE_LLAMA_CROSS=aarch64 cross-builds for 64-bit ARM Linux with Debian's
+# cross toolchain (cmake/toolchains/aarch64-linux-gnu.cmake), for the qemu smoke
+# suite (scripts/arm64.sh); -march defaults to armv8.2-a+dotprod+fp16 (Raspberry
+# Pi 5, Graviton 2 and later, Ampere Altra) and HONE_LLAMA_MARCH overrides it.
+# Only the libraries are built: the peers are x86 benchmark tools.
 CC_BIN=${CC:-cc}
-if [ -n "${HONE_LLAMA_MARCH:-}" ]; then
+TOOLCHAIN=()
+PEERS=(${HONE_LLAMA_PEERS:-llama-bench llama-server llama-perplexity llama-quantize llama-imatrix llama-cli})
+if [ "${HONE_LLAMA_CROSS:-}" = aarch64 ]; then
+  CC_BIN=aarch64-linux-gnu-gcc
+  command -v "$CC_BIN" >/dev/null || { echo "[llama.cpp] $CC_BIN not found (apt-get install g++-aarch64-linux-gnu)" >&2; exit 2; }
+  MARCH=${HONE_LLAMA_MARCH:-armv8.2-a+dotprod+fp16}; MARCH_FLAG=-march=$MARCH; KIND=cross-aarch64
+  TOOLCHAIN=("-DCMAKE_TOOLCHAIN_FILE=$(cd "$(dirname "$0")/.." && pwd)/cmake/toolchains/aarch64-linux-gnu.cmake")
+  ISA_FLAGS=(-DGGML_NATIVE=OFF "-DGGML_CPU_ARM_ARCH=$MARCH")
+  PEERS=()
+elif [ -n "${HONE_LLAMA_MARCH:-}" ]; then
   MARCH=$HONE_LLAMA_MARCH; MARCH_FLAG=-march=$MARCH; KIND=target
   "$CC_BIN" $MARCH_FLAG -E -x c /dev/null >/dev/null 2>&1 || { echo "[llama.cpp] the compiler does not know -march=$MARCH" >&2; exit 2; }
   # ggml reads the ISA from the compiler's macros once GGML_NATIVE is off and
@@ -102,16 +116,15 @@ fi
 GEN=(); command -v ninja >/dev/null && GEN=(-G Ninja)
 LAUNCH=(); command -v ccache >/dev/null && LAUNCH=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 log "configuring for $KEY (ISA: ${ISA_MACROS:-unknown}), CPU backend"
-cmake -S "$SRC" -B "$BUILD" "${GEN[@]}" "${LAUNCH[@]}" \
+cmake -S "$SRC" -B "$BUILD" "${GEN[@]}" "${LAUNCH[@]}" "${TOOLCHAIN[@]}" \
   -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$PREFIX" \
   -DCMAKE_INSTALL_RPATH="$PREFIX/lib" -DCMAKE_BUILD_WITH_INSTALL_RPATH=OFF \
   -DBUILD_SHARED_LIBS=ON "${ISA_FLAGS[@]}" -DGGML_OPENMP=ON \
   -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
   -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON >"$BUILD.configure.log" 2>&1 \
   || { tail -30 "$BUILD.configure.log" >&2; exit 1; }
-PEERS=(${HONE_LLAMA_PEERS:-llama-bench llama-server llama-perplexity llama-quantize llama-imatrix llama-cli})
-log "building libllama, ggml and peers (${PEERS[*]}) with $JOBS jobs; log: $BUILD.log"
-cmake --build "$BUILD" -j "$JOBS" --target llama ggml llama-common cpp-httplib "${PEERS[@]}" >"$BUILD.log" 2>&1 \
+log "building libllama, ggml and peers (${PEERS[*]:-none}) with $JOBS jobs; log: $BUILD.log"
+cmake --build "$BUILD" -j "$JOBS" --target llama ggml llama-common cpp-httplib ${PEERS[@]+"${PEERS[@]}"} >"$BUILD.log" 2>&1 \
   || { tail -40 "$BUILD.log" >&2; exit 1; }
 
 # 3. Install just what we built: libraries, headers, CMake package, peer binaries.
@@ -133,7 +146,7 @@ cp -f "$BUILD/common/libllama-common-base.a" "$PREFIX/lib/"
 # whose headers hone's server is compiled against today.
 mkdir -p "$PREFIX/vendor/lib"
 cp -f "$BUILD/vendor/cpp-httplib/libcpp-httplib.a" "$PREFIX/vendor/lib/"
-for p in "${PEERS[@]}"; do cp -f "$BUILD/bin/$p" "$PREFIX/bin/"; done
+for p in ${PEERS[@]+"${PEERS[@]}"}; do cp -f "$BUILD/bin/$p" "$PREFIX/bin/"; done
 printf 'commit=%s\nkey=%s\nmarch=%s\nisa=%s\npatches=%s\n' "$LLAMA_COMMIT" "$KEY" "$MARCH" "$ISA_MACROS" "$PATCH_HASH" >"$PREFIX/hone-build.txt"
 touch "$STAMP"
 log "installed to $PREFIX"

@@ -13,9 +13,7 @@ PKGS=(
   wrk  # bench/router_overhead.mjs: the serial figures from a C client
   chromium  # the web console's browser tests (tests/node/console.browser.mjs, puppeteer-core)
 )
-# The arm64_sources check's cross compiler; an arm64 machine's own g++ is
-# already aarch64-linux-gnu-g++ (and Debian arm64 has no such package).
-[ "$(dpkg --print-architecture 2>/dev/null)" = arm64 ] || PKGS+=(g++-aarch64-linux-gnu)
+# The arm64 cross toolchain, qemu and arm64 -dev packages: scripts/arm64.sh.
 missing=()
 # Node.js: any install with npm will do (some images ship NodeSource builds that
 # conflict with Debian's npm package), so only ask apt for it when absent.

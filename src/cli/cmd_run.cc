@@ -121,6 +121,8 @@ void PrintJson(const RunArgs& a, const engine::Model& model, const engine::Sessi
                       {"n_ubatch", so.n_ubatch},
                       {"poll", so.poll},
                       {"strict_cpu", so.strict_cpu},
+                      {"cpus", so.cpus},
+                      {"cpus_batch", so.cpus_batch},
                       {"flash_attn", engine::FlashAttnName(so.flash_attn)},
                       {"repack", model.load_options().repack},
                       {"amx_weights", model.amx_weights()}};

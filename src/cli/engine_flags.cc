@@ -21,6 +21,9 @@ void EngineFlags::Register(CLI::App* cmd) {
   cmd->add_flag("--no-amx", no_amx,
                 "Repack weights for AVX-512/AVX2 but not for Intel AMX (also HONE_AMX=off; see `hone info`)");
   cmd->add_option("--cpus", cpus, "Pin threads to these CPUs, e.g. 0-7 or 0,2,4,6");
+  cmd->add_option(
+      "--cpus-batch", cpus_batch,
+      "Pin prefill's threads to these CPUs instead (e.g. decode on the fast cores, prefill on all)");
   cmd->add_flag("--cpu-strict", cpu_strict, "One thread per --cpus CPU, in order (strict placement)");
   cmd->add_option("--poll", poll, "Thread polling level 0-100")
       ->check(CLI::Range(0, 100))
@@ -59,6 +62,13 @@ Result<engine::SessionOptions> EngineFlags::ToSessionOptions() const {
                        "--cpus: " + list.error().message + " (expected e.g. 0-3,8)");
     o.cpus = *list;
   }
+  if (!cpus_batch.empty()) {
+    auto list = hw::ParseCpuList(cpus_batch);
+    if (!list)
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "--cpus-batch: " + list.error().message + " (expected e.g. 0-7)");
+    o.cpus_batch = *list;
+  }
   o.strict_cpu = cpu_strict && !o.cpus.empty();
   return o;
 }
@@ -88,7 +98,9 @@ Status EngineFlags::ReapplyExplicit(engine::SessionOptions* s, engine::LoadOptio
   if (Given("--cpus")) {
     s->cpus = so->cpus;
     s->strict_cpu = so->strict_cpu;
+    s->cpus_batch.clear();  // an explicit set without --cpus-batch serves both phases
   }
+  if (Given("--cpus-batch")) s->cpus_batch = so->cpus_batch;
   if (Given("--cpu-strict")) s->strict_cpu = so->strict_cpu;
   if (Given("--poll")) s->poll = so->poll;
   if (Given("--load-mode")) l->mode = lo->mode;

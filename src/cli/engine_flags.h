@@ -24,7 +24,8 @@ struct EngineFlags {
   std::string load_mode = "mmap";
   bool no_repack = false;
   bool no_amx = false;
-  std::string cpus;  // "0-3,8"
+  std::string cpus;        // "0-3,8"
+  std::string cpus_batch;  // prefill's own CPUs; empty = --cpus
   bool cpu_strict = false;
   int poll = 50;
 
@@ -58,6 +59,5 @@ struct SamplingFlags {
 // Loads a model with a progress bar on stderr (plain lines when not a TTY).
 Result<std::shared_ptr<engine::Model>> LoadModelWithProgress(const std::string& path,
                                                              const engine::LoadOptions& options, bool quiet);
-
 
 }  // namespace hone::cli

@@ -123,7 +123,11 @@ AmxStatus Probe() {
     s.disabled_by_user = std::strcmp(v, "off") == 0 || std::strcmp(v, "0") == 0;
   }
   if (!s.cpu) {
+#if defined(__x86_64__)
     s.reason = "not in use: this CPU has no AMX";
+#else
+    s.reason = "not applicable: AMX is an x86 (Intel Xeon) feature";
+#endif
   } else if (!s.built) {
     s.reason =
         "not in use: llama.cpp was built without AMX kernels (a portable build, or a compiler without "

@@ -5,6 +5,9 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#elif defined(__aarch64__) && defined(__linux__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
 #endif
 
 #include <atomic>
@@ -101,6 +104,13 @@ enum { kEax = 0, kEcx = 2, kEdx = 3 };
   {                                                      \
     macro, [] { return Cpuid(leaf, subleaf, reg, bit); } \
   }
+#elif defined(__aarch64__) && defined(__linux__)
+// The kernel's HWCAP bits: what it lets this process execute (a build for
+// armv8.2-a+dotprod dies of SIGILL on a Cortex-A53 or A72 without them).
+#define HONE_ISA_HWCAP(macro, word, bit)                 \
+  {                                                      \
+    macro, [] { return (getauxval(word) & (bit)) != 0; } \
+  }
 #endif
 const IsaCheck kIsaChecks[] = {
 #if defined(__x86_64__)
@@ -121,10 +131,19 @@ const IsaCheck kIsaChecks[] = {
     HONE_ISA_CPUID("__AMX_BF16__", 7, 0, kEdx, 22),
     HONE_ISA_CPUID("__AMX_TILE__", 7, 0, kEdx, 24),
     HONE_ISA_CPUID("__AMX_INT8__", 7, 0, kEdx, 25),
+#elif defined(__aarch64__) && defined(__linux__)
+    HONE_ISA_HWCAP("__ARM_NEON", AT_HWCAP, HWCAP_ASIMD),
+    HONE_ISA_HWCAP("__ARM_FEATURE_FP16_VECTOR_ARITHMETIC", AT_HWCAP, HWCAP_ASIMDHP),
+    HONE_ISA_HWCAP("__ARM_FEATURE_DOTPROD", AT_HWCAP, HWCAP_ASIMDDP),
+    HONE_ISA_HWCAP("__ARM_FEATURE_SVE", AT_HWCAP, HWCAP_SVE),
+    HONE_ISA_HWCAP("__ARM_FEATURE_SVE2", AT_HWCAP2, HWCAP2_SVE2),
+    HONE_ISA_HWCAP("__ARM_FEATURE_MATMUL_INT8", AT_HWCAP2, HWCAP2_I8MM),
+    HONE_ISA_HWCAP("__ARM_FEATURE_BF16", AT_HWCAP2, HWCAP2_BF16),
 #endif
 };
 #undef HONE_ISA
 #undef HONE_ISA_CPUID
+#undef HONE_ISA_HWCAP
 
 }  // namespace
 

@@ -2,6 +2,7 @@
 #include "engine/generator.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include "engine/batch_decoder.h"
 #include "engine/embedder.h"
@@ -136,6 +137,32 @@ TEST_F(Stories, ParallelBatchMatchesSequential) {
     EXPECT_EQ((*out)[i].text, expected[i]) << prompts[i];
     EXPECT_EQ((*out)[i].tokens.size(), 24u);
   }
+}
+
+// Decode and prefill on different CPU sets (machines with two kinds of cores):
+// each phase gets its own pinned pool, and the answer does not change.
+TEST_F(Stories, PrefillOnItsOwnCpusGivesTheSameAnswer) {
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  ASSERT_FALSE(cpus.empty());
+  GenerateRequest req = Greedy(*model_, "Once upon a time there was a little girl named Lily. She", 32);
+  auto plain = Generate(*NewSession(model_), req);
+  ASSERT_TRUE(plain.ok()) << plain.error().ToString();
+
+  SessionOptions o;
+  o.n_ctx = 512;
+  o.threads = 1;
+  o.threads_batch = static_cast<int>(cpus.size());
+  o.cpus = {cpus.back()};  // decode on one CPU
+  o.cpus_batch = cpus;     // prefill on every CPU
+  auto split = Session::Create(model_, o);
+  ASSERT_TRUE(split.ok()) << split.error().ToString();
+  auto r = Generate(**split, req);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->tokens, plain->tokens);
 }
 
 TEST_F(Stories, LogitsAreExposed) {

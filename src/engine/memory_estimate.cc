@@ -54,4 +54,42 @@ Result<MemoryEstimate> EstimateMemory(const GgufFile& g, const MemoryRequest& r)
   return e;
 }
 
+namespace {
+
+// Bits per weight of llama.cpp's quantizations over a whole 7-8B model, as its
+// quantize tool reports them (the K-quant mixes keep some matrices at a higher
+// type). Only matrices are quantized; vectors (norms, biases) stay as they are.
+struct QuantBits {
+  const char* type;
+  double bpw;
+};
+constexpr QuantBits kQuantBits[] = {{"Q8_0", 8.50},   {"Q6_K", 6.56},   {"Q5_K_M", 5.69},
+                                    {"Q4_K_M", 4.89}, {"Q3_K_M", 3.91}, {"Q2_K", 3.35}};
+
+}  // namespace
+
+QuantFit LargestQuantThatFits(const GgufFile& g, const MemoryEstimate& now, uint64_t budget) {
+  uint64_t matrix_elements = 0, vector_bytes = 0;
+  for (const TensorInfo& t : g.tensors) {
+    if (t.shape.size() >= 2) {
+      matrix_elements += t.n_elements;
+    } else {
+      vector_bytes += t.n_bytes;
+    }
+  }
+  QuantFit fit;
+  fit.non_weights = now.total() - now.weights;
+  for (const QuantBits& q : kQuantBits) {
+    const uint64_t weights =
+        static_cast<uint64_t>(static_cast<double>(matrix_elements) * q.bpw / 8) + vector_bytes;
+    if (weights >= now.weights) continue;  // not smaller than the file as it is
+    fit.total = weights + fit.non_weights;
+    if (fit.total <= budget) {
+      fit.type = q.type;
+      return fit;
+    }
+  }
+  return fit;
+}
+
 }  // namespace hone::engine

@@ -31,4 +31,15 @@ Result<double> KvTypeBytes(const std::string& kv_type);
 
 Result<MemoryEstimate> EstimateMemory(const GgufFile& file, const MemoryRequest& request);
 
+// When a model does not fit: the most precise of llama.cpp's usual
+// quantizations (Q8_0, Q6_K, Q5_K_M, Q4_K_M, Q3_K_M, Q2_K) that is smaller than
+// the file is now and whose weights, with the same context, KV and compute
+// buffers, fit `budget` bytes. `type` is empty when none would.
+struct QuantFit {
+  std::string type;          // "Q4_K_M"; empty when even the smallest does not fit
+  uint64_t total = 0;        // its estimated total, or the smallest's when none fits
+  uint64_t non_weights = 0;  // KV + compute + output: what a smaller context saves
+};
+QuantFit LargestQuantThatFits(const GgufFile& file, const MemoryEstimate& now, uint64_t budget);
+
 }  // namespace hone::engine

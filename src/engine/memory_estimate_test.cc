@@ -48,4 +48,26 @@ TEST(MemoryEstimate, FlashAttentionShrinksComputeAtLongContext) {
   EXPECT_LT(on->compute, off->compute);
 }
 
+TEST(MemoryEstimate, NamesTheMostPreciseQuantizationThatFits) {
+  auto g = ReadGguf(hone::testing::SharedModel("tinystories-d256-l4-f32.gguf"));
+  ASSERT_TRUE(g.ok());
+  MemoryRequest r;
+  r.n_ctx = 256;
+  auto e = EstimateMemory(*g, r);
+  ASSERT_TRUE(e.ok());
+  // One byte short of the F32 file: Q8_0 (a quarter of its weights) fits.
+  QuantFit q8 = LargestQuantThatFits(*g, *e, e->total() - 1);
+  EXPECT_EQ(q8.type, "Q8_0");
+  EXPECT_EQ(q8.non_weights, e->total() - e->weights);
+  EXPECT_LT(q8.total, e->total());
+  EXPECT_GT(q8.total, q8.non_weights + e->weights / 5);  // 8.5 of 32 bits per weight, not less
+  // Just below what Q8_0 needs: the next smaller type, Q6_K.
+  EXPECT_EQ(LargestQuantThatFits(*g, *e, q8.total - 1).type, "Q6_K");
+  // Nothing fits in less than the KV cache and buffers alone.
+  QuantFit none = LargestQuantThatFits(*g, *e, q8.non_weights);
+  EXPECT_TRUE(none.type.empty());
+  EXPECT_GT(none.total, q8.non_weights);  // Q2_K's size, for the message
+  EXPECT_LT(none.total, q8.total);
+}
+
 }  // namespace hone::engine

@@ -197,9 +197,12 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<Model> model, c
   std::vector<int> decode_cpus(opt.cpus.begin(),
                                opt.cpus.begin() + std::min<size_t>(opt.cpus.size(), opt.threads));
   s->pool_decode_ = MakePool(decode_cpus, opt.threads, opt.strict_cpu, opt.poll);
-  if (opt.threads_batch != opt.threads)
-    s->pool_batch_ = MakePool(opt.cpus, opt.threads_batch, opt.strict_cpu, opt.poll);
-  if (!s->pool_decode_ || (opt.threads_batch != opt.threads && !s->pool_batch_)) {
+  const bool own_batch_pool = opt.threads_batch != opt.threads || !opt.cpus_batch.empty();
+  if (own_batch_pool) {
+    s->pool_batch_ = MakePool(opt.cpus_batch.empty() ? opt.cpus : opt.cpus_batch, opt.threads_batch,
+                              opt.strict_cpu, opt.poll);
+  }
+  if (!s->pool_decode_ || (own_batch_pool && !s->pool_batch_)) {
     return MakeError(ErrorCode::kInternal, "cannot create the CPU thread pool");
   }
   llama_attach_threadpool(s->ctx_, s->pool_decode_, s->pool_batch_ ? s->pool_batch_ : s->pool_decode_);

@@ -42,6 +42,10 @@ struct SessionOptions {
   // CPU placement. Empty = let the OS schedule. Otherwise threads are pinned
   // to these logical CPUs (decode uses the first `threads` of them).
   std::vector<int> cpus;
+  // Prefill's own CPUs where they differ from decode's: on a machine with two
+  // kinds of cores decode may run on the fast kind only (a slow core holds
+  // every thread at ggml's barrier) while prefill uses both. Empty = `cpus`.
+  std::vector<int> cpus_batch;
   bool strict_cpu = false;  // one thread per listed CPU, in order
   int poll = 50;            // 0 = sleep between graphs, 100 = spin (ggml's scale)
 

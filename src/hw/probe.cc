@@ -19,6 +19,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "hw/arm_cpu.h"
 #include "hw/bandwidth.h"
 #include "hw/core_kinds.h"
 #include "hw/sysfs.h"
@@ -375,6 +376,22 @@ bool MachineInfo::has_isa(const std::string& name) const {
                      [&](const std::string& i) { return strcasecmp(i.c_str(), name.c_str()) == 0; });
 }
 
+namespace {
+
+// On ARM the kernel's HWCAP bits, not /proc/cpuinfo, say what this process may
+// use (see hw/arm_cpu.h); cpuinfo's name stays when it has one.
+void UseLiveArmFeatures(MachineInfo* info) {
+  std::optional<LiveArmCpu> arm = ReadLiveArmCpu();
+  if (!arm) return;
+  const bool cpuinfo_is_arm = !info->isa.empty() && info->isa.front() == "NEON";
+  info->isa = arm->isa;
+  if (!cpuinfo_is_arm || info->cpu_model == "unknown") {
+    info->cpu_model = arm->model.empty() ? "unknown ARM CPU" : arm->model;
+  }
+}
+
+}  // namespace
+
 Result<MachineInfo> Probe(const ProbeOptions& options) {
   const std::string root = options.fs_root.empty() ? "/" : options.fs_root;
   const bool live = RootedPath(root, "/") == "/";
@@ -391,6 +408,7 @@ Result<MachineInfo> Probe(const ProbeOptions& options) {
   info.mem_available_bytes = mem->available_bytes;
   struct utsname uts;
   if (live && uname(&uts) == 0) info.arch = uts.machine;
+  if (live) UseLiveArmFeatures(&info);
 
   Result<RawTopology> topo = live ? HwlocTopology() : MakeError(ErrorCode::kUnsupported, "fixture root");
   if (!topo.ok()) topo = SysfsTopology(root, *cpu);

@@ -55,7 +55,8 @@ constexpr IsaFlag kX86Isa[] = {
     {"amx_bf16", "AMX_BF16"},
 };
 constexpr IsaFlag kArmIsa[] = {
-    {"asimd", "NEON"}, {"sve", "SVE"}, {"sve2", "SVE2"}, {"asimddp", "DOTPROD"}, {"i8mm", "I8MM"},
+    {"asimd", "NEON"}, {"sve", "SVE"},      {"sve2", "SVE2"}, {"asimddp", "DOTPROD"},
+    {"i8mm", "I8MM"},  {"asimdhp", "FP16"}, {"bf16", "BF16"}, {"sme", "SME"},
 };
 
 template <size_t N>
@@ -68,33 +69,6 @@ std::vector<std::string> MapIsa(std::string_view flags, const IsaFlag (&table)[N
     if (have.contains(std::string_view(e.flag))) isa.push_back(e.name);
   }
   return isa;
-}
-
-// aarch64 cpuinfo has no model name, only JEDEC implementer and part numbers;
-// a big.LITTLE chip lists each of its parts ("ARM Cortex-A55 + Cortex-A76").
-std::string ArmModel(int implementer, const std::vector<int>& parts) {
-  static const std::map<int, const char*> kImplementers = {
-      {0x41, "ARM"}, {0x48, "HiSilicon"}, {0x51, "Qualcomm"}, {0x61, "Apple"}, {0xc0, "Ampere"}};
-  static const std::map<int, const char*> kArmParts = {
-      {0xd03, "Cortex-A53"},  {0xd05, "Cortex-A55"},  {0xd08, "Cortex-A72"},  {0xd0b, "Cortex-A76"},
-      {0xd0c, "Neoverse-N1"}, {0xd0d, "Cortex-A77"},  {0xd40, "Neoverse-V1"}, {0xd41, "Cortex-A78"},
-      {0xd44, "Cortex-X1"},   {0xd46, "Cortex-A510"}, {0xd47, "Cortex-A710"}, {0xd48, "Cortex-X2"},
-      {0xd49, "Neoverse-N2"}, {0xd4d, "Cortex-A715"}, {0xd4e, "Cortex-X3"},   {0xd4f, "Neoverse-V2"},
-      {0xd80, "Cortex-A520"}, {0xd81, "Cortex-A720"}, {0xd82, "Cortex-X4"},   {0xd8e, "Neoverse-N3"},
-  };
-  auto impl = kImplementers.find(implementer);
-  std::ostringstream out;
-  out << (impl != kImplementers.end() ? impl->second : "ARM-compatible");
-  for (size_t i = 0; i < parts.size(); ++i) {
-    out << (i ? " + " : " ");
-    auto p = kArmParts.find(parts[i]);
-    if (implementer == 0x41 && p != kArmParts.end()) {
-      out << p->second;
-    } else {
-      out << "part 0x" << std::hex << parts[i] << std::dec;
-    }
-  }
-  return out.str();
 }
 
 // Directories from the process's own cgroup up to the hierarchy root, deepest
@@ -210,6 +184,33 @@ Result<std::vector<int>> ParseCpuList(std::string_view text) {
   std::sort(cpus.begin(), cpus.end());
   cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
   return cpus;
+}
+
+// aarch64 cpuinfo has no model name, only JEDEC implementer and part numbers;
+// a big.LITTLE chip lists each of its parts ("ARM Cortex-A55 + Cortex-A76").
+std::string ArmModel(int implementer, const std::vector<int>& parts) {
+  static const std::map<int, const char*> kImplementers = {
+      {0x41, "ARM"}, {0x48, "HiSilicon"}, {0x51, "Qualcomm"}, {0x61, "Apple"}, {0xc0, "Ampere"}};
+  static const std::map<int, const char*> kArmParts = {
+      {0xd03, "Cortex-A53"},  {0xd05, "Cortex-A55"},  {0xd08, "Cortex-A72"},  {0xd0b, "Cortex-A76"},
+      {0xd0c, "Neoverse-N1"}, {0xd0d, "Cortex-A77"},  {0xd40, "Neoverse-V1"}, {0xd41, "Cortex-A78"},
+      {0xd44, "Cortex-X1"},   {0xd46, "Cortex-A510"}, {0xd47, "Cortex-A710"}, {0xd48, "Cortex-X2"},
+      {0xd49, "Neoverse-N2"}, {0xd4d, "Cortex-A715"}, {0xd4e, "Cortex-X3"},   {0xd4f, "Neoverse-V2"},
+      {0xd80, "Cortex-A520"}, {0xd81, "Cortex-A720"}, {0xd82, "Cortex-X4"},   {0xd8e, "Neoverse-N3"},
+  };
+  auto impl = kImplementers.find(implementer);
+  std::ostringstream out;
+  out << (impl != kImplementers.end() ? impl->second : "ARM-compatible");
+  for (size_t i = 0; i < parts.size(); ++i) {
+    out << (i ? " + " : " ");
+    auto p = kArmParts.find(parts[i]);
+    if (implementer == 0x41 && p != kArmParts.end()) {
+      out << p->second;
+    } else {
+      out << "part 0x" << std::hex << parts[i] << std::dec;
+    }
+  }
+  return out.str();
 }
 
 Result<CpuInfo> ParseCpuInfo(std::string_view text) {

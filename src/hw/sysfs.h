@@ -47,7 +47,6 @@ bool ParseNumber(std::string_view s, T* out, int base = 10) {
 // deduplicated. Whitespace around items is ignored; "" gives an empty list.
 Result<std::vector<int>> ParseCpuList(std::string_view text);
 
-
 struct CpuInfo {
   struct Processor {
     int id = 0;
@@ -61,6 +60,11 @@ struct CpuInfo {
 };
 
 Result<CpuInfo> ParseCpuInfo(std::string_view text);
+
+// An ARM CPU's name from its JEDEC implementer and part numbers (cpuinfo's
+// "CPU implementer"/"CPU part", or MIDR_EL1); a big.LITTLE chip lists each of
+// its parts ("ARM Cortex-A55 + Cortex-A76").
+std::string ArmModel(int implementer, const std::vector<int>& parts);
 Result<CpuInfo> ReadCpuInfo(const std::string& root);
 
 struct MemInfo {

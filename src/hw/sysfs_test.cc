@@ -75,7 +75,7 @@ TEST(CpuInfoTest, Aarch64FeaturesAndModel) {
   EXPECT_EQ(info->arch, "aarch64");
   EXPECT_EQ(info->model, "ARM Neoverse-V1");
   // Neoverse-V1 has SVE but not SVE2.
-  EXPECT_EQ(info->isa, (std::vector<std::string>{"NEON", "SVE", "DOTPROD", "I8MM"}));
+  EXPECT_EQ(info->isa, (std::vector<std::string>{"NEON", "SVE", "DOTPROD", "I8MM", "FP16", "BF16"}));
   EXPECT_EQ(info->processors.size(), 4u);
   EXPECT_EQ(info->processors[2].core, -1);
 }

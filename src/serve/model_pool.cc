@@ -17,6 +17,7 @@
 #include "engine/memory_estimate.h"
 #include "engine/tokenizer.h"
 #include "hw/probe.h"
+#include "serve/memory_advice.h"
 #ifdef HONE_HAVE_TUNE
 #include "tune/profile.h"
 #endif
@@ -170,20 +171,15 @@ ModelPool::~ModelPool() {
 uint64_t ModelPool::EstimateBytes(const RegistryEntry& e, const SchedulerOptions& s) const {
   auto gguf = engine::ReadGguf(e.path);
   if (!gguf) return e.file_bytes;
-  engine::MemoryRequest req;
-  req.n_ctx = static_cast<uint32_t>((s.ctx_per_slot + 255) / 256 * 256 * s.slots);
-  req.n_ubatch = static_cast<uint32_t>(s.batch);
-  req.n_seq = static_cast<uint32_t>(s.slots);
-  req.kv_type = s.tuned ? s.tuned->kv_type_k : s.kv_type;
-  req.flash_attn = (s.tuned ? s.tuned->flash_attn : s.flash_attn) == engine::FlashAttn::kOn;
-  auto est = engine::EstimateMemory(*gguf, req);
+  auto est = engine::EstimateMemory(*gguf, MemoryRequestFor(s));
   return est ? est->total() : e.file_bytes;
 }
 
 // Makes room for `need` bytes: evicts idle, unpinned models, least recently used first.
-Status ModelPool::Admit(const RegistryEntry& e, uint64_t need) {
+Status ModelPool::Admit(const RegistryEntry& e, uint64_t need, const SchedulerOptions& so) {
   std::vector<std::shared_ptr<LoadedModel>> victims;
-  Status status;
+  std::string refusal;  // set when it does not fit; the advice reads the file outside mu_
+  uint64_t free_after = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto free_bytes = [&]() -> uint64_t {
@@ -218,16 +214,16 @@ Status ModelPool::Admit(const RegistryEntry& e, uint64_t need) {
       std::string loading;
       if (reserved_bytes_ > 0)
         loading = " (" + std::to_string(reserved_bytes_ >> 20) + " MiB held by loads in progress)";
-      status =
-          MakeError(ErrorCode::kOutOfMemory,
-                    "model '" + e.name + "' needs about " + std::to_string(need >> 20) + " MiB but only " +
-                        std::to_string(have >> 20) + " MiB is free after evicting idle models" + loading);
+      refusal = "model '" + e.name + "' needs about " + std::to_string(need >> 20) + " MiB but only " +
+                std::to_string(have >> 20) + " MiB is free after evicting idle models" + loading;
+      free_after = have;
     } else {
       reserved_bytes_ += need;
     }
   }
   Drop(std::move(victims));
-  return status;
+  if (refusal.empty()) return Status::Ok();
+  return MakeError(ErrorCode::kOutOfMemory, refusal + FitAdvice(e, so, free_after));
 }
 
 void ModelPool::Unreserve(uint64_t bytes) {
@@ -331,7 +327,7 @@ Result<std::shared_ptr<LoadedModel>> ModelPool::Load(const RegistryEntry& e) {
     RegistryEntry draft{e.name + " (draft)", draft_path, 0, {}};
     need += EstimateBytes(draft, so);
   }
-  if (Status s = Admit(e, need); !s) {
+  if (Status s = Admit(e, need, so); !s) {
     metrics_->Add(metric::kLoadFailures, e.name);
     return s.error();
   }

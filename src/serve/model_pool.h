@@ -169,7 +169,8 @@ class ModelPool {
   void Release(LoadedModel* m, std::optional<double> keep_alive_s);
   // Makes room for `need` bytes (evicting idle models) and reserves them;
   // Load gives the reservation back on failure, Acquire when it is resident.
-  Status Admit(const RegistryEntry& e, uint64_t need);
+  // A refusal says which quantization of the model would fit (`so` sizes it).
+  Status Admit(const RegistryEntry& e, uint64_t need, const SchedulerOptions& so);
   void Unreserve(uint64_t bytes);
   Result<std::shared_ptr<LoadedModel>> Load(const RegistryEntry& e);
   void Drop(std::vector<std::shared_ptr<LoadedModel>> victims);

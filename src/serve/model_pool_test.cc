@@ -72,6 +72,30 @@ TEST(ModelPoolTest, AdmissionRefusesWhatCannotFit) {
   EXPECT_EQ(metrics.Get(metric::kLoadFailures, "stories260K"), 1);
 }
 
+// A board with a few GB: the refusal says which quantization would fit.
+TEST(ModelPoolTest, RefusalNamesAQuantizationThatWouldFit) {
+  Registry reg = TwoModels();
+  Metrics metrics;
+  PoolOptions o = Small();
+  ModelPool probe(reg, o, &metrics);
+  o.memory_limit_bytes = probe.EstimateBytes(reg.entries()[1]) - 1;  // the F32 d256 misses by a byte
+  ModelPool pool(reg, o, &metrics);
+  auto a = pool.Acquire("tinystories-d256-l4-f32");
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.error().code, ErrorCode::kOutOfMemory);
+  EXPECT_NE(a.error().message.find("A Q8_0 of it would need about"), std::string::npos) << a.error().message;
+  EXPECT_NE(a.error().message.find("--types q8_0"), std::string::npos) << a.error().message;
+  EXPECT_EQ(a.error().message.find(reg.entries()[1].path), std::string::npos) << "a path in an API error";
+
+  o.memory_limit_bytes = 1 << 20;  // less than the KV cache and buffers alone
+  ModelPool tiny(reg, o, &metrics);
+  auto b = tiny.Acquire("tinystories-d256-l4-f32");
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.error().message.find("No smaller quantization of it would fit"), std::string::npos)
+      << b.error().message;
+  EXPECT_NE(b.error().message.find("fewer --slots or a smaller --ctx"), std::string::npos);
+}
+
 TEST(ModelPoolTest, EvictsTheLeastRecentlyUsedIdleModel) {
   Registry reg = TwoModels();
   Metrics metrics;
@@ -117,8 +141,9 @@ TEST(ModelPoolTest, TwoFirstLoadsUnderALimitThatFitsOneDoNotBothLoad) {
     std::thread ta(go, "stories260K", &a), tb(go, "tinystories-d256-l4-f32", &b);
     ta.join();
     tb.join();
-    ASSERT_NE(a.ok(), b.ok()) << "round " << round << ": both loaded, or neither: "
-                              << (a.ok() ? "" : a.error().message) << " / " << (b.ok() ? "" : b.error().message);
+    ASSERT_NE(a.ok(), b.ok()) << "round " << round
+                              << ": both loaded, or neither: " << (a.ok() ? "" : a.error().message) << " / "
+                              << (b.ok() ? "" : b.error().message);
     const Error& refused = a.ok() ? b.error() : a.error();
     EXPECT_EQ(refused.code, ErrorCode::kOutOfMemory) << refused.message;
     EXPECT_EQ(pool.Resident().size(), 1u);

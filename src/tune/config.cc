@@ -28,8 +28,8 @@ Result<Workload> ParseWorkload(const std::string& name) {
 std::string Config::Key() const {
   std::ostringstream s;
   s << "t=" << threads << " tb=" << threads_batch << " cpus=" << placement << (strict_cpu ? " strict" : "")
-    << " poll=" << poll << " b=" << n_batch << " ub=" << n_ubatch
-    << " fa=" << engine::FlashAttnName(flash_attn) << " kv=" << kv_type << ' '
+    << (cpus_batch.empty() ? "" : " cpusb=" + placement_batch) << " poll=" << poll << " b=" << n_batch
+    << " ub=" << n_ubatch << " fa=" << engine::FlashAttnName(flash_attn) << " kv=" << kv_type << ' '
     << engine::LoadModeName(load_mode) << (repack ? " repack" : " no-repack");
   if (repack && !amx) s << " no-amx";
   if (n_parallel > 1) s << " np=" << n_parallel;
@@ -55,6 +55,7 @@ engine::SessionOptions Config::ToSessionOptions(uint32_t n_ctx) const {
   o.threads_batch = threads_batch;
   o.flash_attn = flash_attn;
   o.cpus = cpus;
+  o.cpus_batch = cpus_batch;
   o.strict_cpu = strict_cpu;
   o.poll = poll;
   return o;

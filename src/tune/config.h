@@ -21,6 +21,10 @@ struct Config {
   // the search space ("physical", "smt", "node0", ...) with its CPU ids.
   std::string placement = "none";
   std::vector<int> cpus;
+  // Prefill's own named CPU set where it differs from decode's (searched on
+  // machines with two kinds of cores); empty: prefill uses `cpus` too.
+  std::string placement_batch;
+  std::vector<int> cpus_batch;
   bool strict_cpu = false;
   int poll = 50;
   int n_batch = 2048;
@@ -33,7 +37,7 @@ struct Config {
   int n_parallel = 1;  // server slots (sequences); chat uses 1
 
   // A short unique text form, e.g. "t=4 tb=8 cpus=physical strict poll=50 b=2048 ub=512 fa=auto kv=f16 mmap
-  // repack".
+  // repack" (with " cpusb=<set>" where prefill has its own CPU set).
   std::string Key() const;
   bool operator==(const Config& o) const { return Key() == o.Key(); }
   // What changes needs a reloaded Model rather than just a new Session.
@@ -50,6 +54,5 @@ struct Config {
 // threads = physical cores for both phases, no pinning, poll 50, batch 2048,
 // ubatch 512, flash attention auto, f16 KV, mmap, repacking on.
 Config DefaultConfig(int physical_cores, int n_parallel = 1);
-
 
 }  // namespace hone::tune

@@ -21,10 +21,10 @@ std::string LlamaFlags(const Config& c, LlamaTool tool, int n_ctx) {
   std::ostringstream f;
   f << "-t " << c.threads << " -tb " << c.threads_batch;
   if (!c.cpus.empty()) {
-    // llama.cpp takes decode's mask from -C and prefill's from -Cb; hone gives
-    // both pools the same set (decode uses its first `threads` CPUs).
+    // llama.cpp takes decode's mask from -C and prefill's from -Cb; decode
+    // uses the set's first `threads` CPUs, prefill its own set where it has one.
     std::vector<int> decode(c.cpus.begin(), c.cpus.begin() + std::min<size_t>(c.cpus.size(), c.threads));
-    f << " -C " << CpuMaskHex(decode) << " -Cb " << CpuMaskHex(c.cpus);
+    f << " -C " << CpuMaskHex(decode) << " -Cb " << CpuMaskHex(c.cpus_batch.empty() ? c.cpus : c.cpus_batch);
     if (c.strict_cpu) f << " --cpu-strict 1 --cpu-strict-batch 1";
     // The NUMA strategy that matches the placement on multi-node machines.
     if (c.placement == "interleave") f << " --numa distribute";

@@ -32,6 +32,11 @@ TEST(Flags, EveryTunedParameterHasItsFlag) {
   EXPECT_EQ(LlamaFlags(c, LlamaTool::kServer, 4096),
             "-t 4 -tb 8 -C 0xf -Cb 0xff --cpu-strict 1 --cpu-strict-batch 1 --poll 0 -c 4096 -ub 256 -fa on "
             "-ctk q8_0 -ctv q8_0 --no-mmap -nr -np 4");
+  // Prefill's own set goes to -Cb.
+  Config split = c;
+  split.cpus = {0, 1, 2, 3};
+  split.cpus_batch = {0, 1, 2, 3, 4, 5, 6, 7, 8};
+  EXPECT_NE(LlamaFlags(split, LlamaTool::kServer).find("-C 0xf -Cb 0x1ff "), std::string::npos);
   // llama-cli has no parallel slots.
   EXPECT_EQ(LlamaFlags(c, LlamaTool::kCli).find("-np"), std::string::npos);
 }

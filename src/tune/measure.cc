@@ -217,8 +217,10 @@ Result<Sample> Measurer::RunOnce(const Config& c) {
   if (!c.cpus.empty()) {
     // The pools' threads are alive (sleeping or polling) while the session lives.
     auto threads = ReadThreadAffinities();
+    std::vector<int> placed = c.cpus;
+    placed.insert(placed.end(), c.cpus_batch.begin(), c.cpus_batch.end());
     s.affinity =
-        threads && PlacementTookEffect(*threads, c.cpus, std::max(c.threads, c.threads_batch)) ? 1 : 0;
+        threads && PlacementTookEffect(*threads, placed, std::max(c.threads, c.threads_batch)) ? 1 : 0;
   }
   return s;
 }

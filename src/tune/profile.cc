@@ -30,6 +30,8 @@ nlohmann::json ConfigJson(const Config& c) {
           {"threads_batch", c.threads_batch},
           {"placement", c.placement},
           {"cpus", c.cpus},
+          {"placement_batch", c.placement_batch},
+          {"cpus_batch", c.cpus_batch},
           {"strict_cpu", c.strict_cpu},
           {"poll", c.poll},
           {"n_batch", c.n_batch},
@@ -184,13 +186,18 @@ Result<Profile> ProfileFromToml(const std::string& text) {
   if (c.threads < 1 || c.threads_batch < 1 || c.n_batch < 1 || c.n_ubatch < 1 || c.poll < 0 || c.poll > 100) {
     return MakeError(ErrorCode::kCorrupt, "profile: threads, batch sizes or poll out of range");
   }
-  if (const toml::array* a = t["params"]["cpus"].as_array()) {
-    for (const toml::node& n : *a) {
-      auto v = n.value<int64_t>();
-      if (!v || *v < 0) return MakeError(ErrorCode::kCorrupt, "profile: params.cpus must be CPU ids");
-      c.cpus.push_back(static_cast<int>(*v));
+  // Profiles from before prefill had its own set have no cpus_batch: the same set.
+  for (auto [key, out] : {std::pair{"cpus", &c.cpus}, std::pair{"cpus_batch", &c.cpus_batch}}) {
+    if (const toml::array* a = t["params"][key].as_array()) {
+      for (const toml::node& n : *a) {
+        auto v = n.value<int64_t>();
+        if (!v || *v < 0)
+          return MakeError(ErrorCode::kCorrupt, std::string("profile: params.") + key + " must be CPU ids");
+        out->push_back(static_cast<int>(*v));
+      }
     }
   }
+  c.placement_batch = t["params"]["placement_batch"].value_or(std::string());
   auto f = engine::ParseFlashAttn(fa);
   if (!f) return MakeError(ErrorCode::kCorrupt, "profile: " + f.error().message);
   c.flash_attn = *f;
@@ -270,6 +277,7 @@ void ApplyProfile(const Profile& p, engine::SessionOptions* s, engine::LoadOptio
     s->threads = c.threads;
     s->threads_batch = c.threads_batch;
     s->cpus = c.cpus;
+    s->cpus_batch = c.cpus_batch;
     s->strict_cpu = c.strict_cpu;
     s->poll = c.poll;
     s->n_batch = static_cast<uint32_t>(c.n_batch);

@@ -46,7 +46,18 @@ TEST(Profile, RoundTripsThroughToml) {
   ASSERT_TRUE(back.ok()) << back.error().ToString();
   EXPECT_EQ(back->config.Key(), p.config.Key());
   EXPECT_EQ(back->config.cpus, p.config.cpus);
+  EXPECT_TRUE(back->config.cpus_batch.empty()) << "no own prefill set: the same as decode's";
   EXPECT_EQ(back->config.n_parallel, 4);
+  // Decode on the fast cores, prefill on both kinds: the prefill set comes back too.
+  p.config.placement_batch = "both";
+  p.config.cpus_batch = {0, 2, 4, 6, 8, 9};
+  auto split = ProfileFromToml(ProfileToToml(p));
+  ASSERT_TRUE(split.ok()) << split.error().ToString();
+  EXPECT_EQ(split->config.Key(), p.config.Key());
+  EXPECT_EQ(split->config.cpus_batch, p.config.cpus_batch);
+  engine::SessionOptions so;
+  ApplyProfile(*split, &so, nullptr);
+  EXPECT_EQ(so.cpus_batch, p.config.cpus_batch);
   EXPECT_EQ(back->fingerprint, p.fingerprint);
   EXPECT_EQ(back->model_hash, p.model_hash);
   EXPECT_EQ(back->workload, "server");

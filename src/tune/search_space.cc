@@ -146,6 +146,27 @@ Dimension PlacementDimension(const hw::MachineInfo& m) {
   return place;
 }
 
+// Prefill's own CPUs, searched apart from decode's on machines with two kinds
+// of cores: decode is one token per step, held at ggml's barrier by its
+// slowest thread, while prefill is long matrix work that slow cores still add
+// to. "same" keeps the decode placement's set for both phases.
+Dimension PlacementBatchDimension(const hw::MachineInfo& m) {
+  Dimension place{"placement_batch", {{"same", [](Config& c) {
+                                         c.placement_batch.clear();
+                                         c.cpus_batch.clear();
+                                       }}}};
+  if (m.core_kinds.size() < 2) return place;
+  for (const CpuSet& set : CpuSets(m)) {
+    if (set.name != "fast" && set.name != "slow" && set.name != "physical") continue;
+    const std::string label = set.name == "physical" ? "both" : set.name;
+    place.values.push_back({label, [set, label](Config& c) {
+                              c.placement_batch = label;
+                              c.cpus_batch = set.cpus;
+                            }});
+  }
+  return place;
+}
+
 // How the weights are loaded: mmap or read, repacked or not, AMX or not.
 Dimension LoadDimension(const SpaceRequest& r) {
   Dimension load{"load", {}};
@@ -179,6 +200,7 @@ SearchSpace BuildSearchSpace(const hw::MachineInfo& m, const SpaceRequest& r) {
     tbatch.values.push_back({std::to_string(t), [t](Config& c) { c.threads_batch = t; }});
   }
   Dimension place = PlacementDimension(m);
+  Dimension place_batch = PlacementBatchDimension(m);
   Dimension poll{"poll", {}};
   // OpenMP builds of ggml ignore the poll level: only the default is left, and
   // the one-value dimension is dropped below.
@@ -204,7 +226,7 @@ SearchSpace BuildSearchSpace(const hw::MachineInfo& m, const SpaceRequest& r) {
   for (auto f : {engine::FlashAttn::kOn, engine::FlashAttn::kOff}) {
     fa.values.push_back({engine::FlashAttnName(f), [f](Config& c) { c.flash_attn = f; }});
   }
-  s.grid = {threads, tbatch, place, poll, ubatch, batch, fa};
+  s.grid = {threads, tbatch, place, place_batch, poll, ubatch, batch, fa};
   // A dimension with one value has nothing to search.
   std::erase_if(s.grid, [](const Dimension& d) { return d.values.size() < 2; });
 
@@ -225,8 +247,11 @@ SearchSpace BuildSearchSpace(const hw::MachineInfo& m, const SpaceRequest& r) {
 
   // Strict placement runs one thread per listed CPU: more threads than CPUs cannot be placed.
   s.valid = [](const Config& c) {
-    if (c.strict_cpu && (static_cast<size_t>(std::max(c.threads, c.threads_batch)) > c.cpus.size()))
-      return false;
+    if (c.strict_cpu) {
+      const size_t batch_cpus = c.cpus_batch.empty() ? c.cpus.size() : c.cpus_batch.size();
+      if (static_cast<size_t>(c.threads) > c.cpus.size() || static_cast<size_t>(c.threads_batch) > batch_cpus)
+        return false;
+    }
     return c.n_ubatch <= c.n_batch;
   };
   return s;

@@ -102,6 +102,34 @@ TEST(SearchSpace, HybridIntelPlacesThreadsOnTheFastOrTheSlowKind) {
     for (const Dimension& d : *dims)
       for (const auto& v : d.values) fast_strict |= v.label == "fast+strict";
   EXPECT_TRUE(fast_strict);
+  // Prefill's CPUs are searched apart from decode's: the same set, either kind or both.
+  const Dimension* prefill = nullptr;
+  for (const Dimension& d : space.grid)
+    if (d.name == "placement_batch") prefill = &d;
+  ASSERT_NE(prefill, nullptr);
+  std::vector<std::string> labels;
+  for (const auto& v : prefill->values) labels.push_back(v.label);
+  EXPECT_EQ(labels, (std::vector<std::string>{"same", "both", "fast", "slow"}));
+  Config decode_fast_prefill_both = space.defaults;
+  for (const Dimension& d : space.grid) {
+    for (const auto& v : d.values) {
+      if ((d.name == "placement" && v.label == "fast+strict") ||
+          (d.name == "placement_batch" && v.label == "both"))
+        v.apply(decode_fast_prefill_both);
+    }
+  }
+  decode_fast_prefill_both.threads = 4;
+  decode_fast_prefill_both.threads_batch = 12;
+  EXPECT_EQ(decode_fast_prefill_both.cpus, (std::vector<int>{0, 2, 4, 6}));
+  EXPECT_EQ(decode_fast_prefill_both.cpus_batch.size(), 12u);
+  EXPECT_TRUE(space.valid(decode_fast_prefill_both)) << "4 decode threads on 4 fast cores, 12 prefill on all";
+  decode_fast_prefill_both.threads = 5;
+  EXPECT_FALSE(space.valid(decode_fast_prefill_both)) << "strict: a fifth decode thread has no fast core";
+  EXPECT_NE(decode_fast_prefill_both.Key().find("cpusb=both"), std::string::npos);
+  engine::SessionOptions so = decode_fast_prefill_both.ToSessionOptions(512);
+  EXPECT_EQ(so.cpus_batch, decode_fast_prefill_both.cpus_batch);
+  // One kind of core: nothing to search apart.
+  for (const Dimension& d : BuildSearchSpace(Machine(8, 2, 1), {}).grid) EXPECT_NE(d.name, "placement_batch");
 }
 
 TEST(SearchSpace, ArmBigLittleBoardSearchesTheBigCores) {
