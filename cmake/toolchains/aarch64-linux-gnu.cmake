@@ -22,5 +22,7 @@ set(ENV{PKG_CONFIG_PATH} "")
 # Test programs run under user-mode emulation (CTest, try_run, gtest discovery).
 find_program(HONE_QEMU_AARCH64 qemu-aarch64-static qemu-aarch64)
 if(HONE_QEMU_AARCH64)
-  set(CMAKE_CROSSCOMPILING_EMULATOR ${HONE_QEMU_AARCH64} -L /usr/aarch64-linux-gnu)
+  # The cross toolchain's loader must find its own libc (see tests/arm64/smoke.py).
+  set(CMAKE_CROSSCOMPILING_EMULATOR ${HONE_QEMU_AARCH64} -L /usr/aarch64-linux-gnu
+      -E LD_LIBRARY_PATH=/usr/aarch64-linux-gnu/lib)
 endif()

@@ -163,14 +163,28 @@ std::string LlamaBuildIsa() {
 #endif
 }
 
+namespace {
+
+// A compiler macro as `hone info` names the feature: __AVX512F__ -> AVX512F,
+// __ARM_FEATURE_DOTPROD -> DOTPROD, __ARM_FEATURE_MATMUL_INT8 -> I8MM.
+std::string IsaDisplayName(std::string macro) {
+  if (macro.starts_with("__")) macro.erase(0, 2);
+  if (macro.ends_with("__")) macro.erase(macro.size() - 2);
+  if (macro == "ARM_NEON") return "NEON";
+  if (macro == "ARM_FEATURE_FP16_VECTOR_ARITHMETIC") return "FP16";
+  if (macro == "ARM_FEATURE_MATMUL_INT8") return "I8MM";
+  if (macro.starts_with("ARM_FEATURE_")) macro.erase(0, 12);
+  return macro;
+}
+
+}  // namespace
+
 Status CheckCpuRunsThisBuild() {
   const std::string isa = " " + LlamaBuildIsa() + " ";
   std::string missing;
   for (const IsaCheck& c : kIsaChecks) {
-    if (isa.find(std::string(" ") + c.macro + " ") != std::string::npos && !c.supported()) {
-      std::string name = c.macro;
-      missing += (missing.empty() ? "" : " ") + name.substr(2, name.size() - 4);
-    }
+    if (isa.find(std::string(" ") + c.macro + " ") != std::string::npos && !c.supported())
+      missing += (missing.empty() ? "" : " ") + IsaDisplayName(c.macro);
   }
   if (missing.empty()) return Status::Ok();
   return MakeError(ErrorCode::kUnsupported,
