@@ -133,11 +133,15 @@ Result<PromptCacheBudget> ResolvePromptCacheBudget(const ServeConfig& c) {
   constexpr uint64_t kGiB = 1ull << 30;
   if (c.cache_ram == "auto") {
     // A quarter of what is free beside the models at start: the models and
-    // their slots come first, and the cache only saves prefill time.
+    // their slots come first, and the cache only saves prefill time. A
+    // --memory-limit below that (a small board's budget) bounds it too.
     hw::ProbeOptions po;
     po.measure_bandwidth = false;
     auto m = hw::Probe(po);
-    b.ram_bytes = std::min<uint64_t>(8 * kGiB, m ? m->usable_memory_bytes() / 4 : 0);
+    uint64_t base = m ? m->usable_memory_bytes() : 0;
+    if (auto limit = ParseSize(c.memory_limit); !c.memory_limit.empty() && limit && *limit > 0)
+      base = std::min(base, *limit);
+    b.ram_bytes = std::min<uint64_t>(8 * kGiB, base / 4);
   } else {
     auto v = ParseSize(c.cache_ram);
     if (!v) return MakeError(ErrorCode::kInvalidArgument, "cache-ram: " + v.error().message);

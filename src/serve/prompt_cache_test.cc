@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "serve/config.h"
 #include "serve/prompt_cache_file.h"
 #include "serve/scheduler.h"
 #include "testing/test_env.h"
@@ -48,6 +49,24 @@ PromptCacheOptions Disk(const std::string& dir, uint64_t ram = 0) {
   o.disk_bytes = 1 << 20;
   o.dir = dir;
   return o;
+}
+
+// "auto" takes a quarter of free memory, and never more than a quarter of a
+// --memory-limit (a small board's budget); an explicit size is taken as given.
+TEST(PromptCacheBudget, AutoStaysWithinAQuarterOfTheMemoryLimit) {
+  ServeConfig c;
+  c.state_dir = hone::testing::TempPath("cache-budget");
+  c.cache_ram = "auto";
+  c.memory_limit = "1G";
+  auto b = ResolvePromptCacheBudget(c);
+  ASSERT_TRUE(b.ok()) << b.error().ToString();
+  EXPECT_GT(b->ram_bytes, 0u);
+  EXPECT_LE(b->ram_bytes, (1ull << 30) / 4);
+  EXPECT_EQ(b->dir, c.state_dir + "/prompt-cache");
+  c.cache_ram = "64M";
+  EXPECT_EQ(ResolvePromptCacheBudget(c)->ram_bytes, 64ull << 20);
+  c.cache_ram = "lots";
+  EXPECT_FALSE(ResolvePromptCacheBudget(c).ok());
 }
 
 TEST(PromptCacheBook, FindsTheLongestPrefixWithinItsScopeOnly) {
