@@ -9,7 +9,9 @@ bash scripts/build-hone.sh
 # HONE_ARM64=0 leaves it and its tests out.
 EXCLUDE=()
 if [ "${HONE_ARM64:-1}" = 1 ]; then
-  bash scripts/arm64.sh build
+  # A failed cross build (an apt mirror, say) must not stop the other tests:
+  # CTest's arm64_build runs it again and reports it as a failed test.
+  bash scripts/arm64.sh build || echo "[arm64] cross build failed; CTest's arm64_build will report it" >&2
 else
   EXCLUDE=(-E '^arm64_')
 fi

@@ -49,8 +49,17 @@ elif [ -n "${HONE_LLAMA_MARCH:-}" ]; then
   MARCH=$HONE_LLAMA_MARCH; MARCH_FLAG=-march=$MARCH; KIND=target
   "$CC_BIN" $MARCH_FLAG -E -x c /dev/null >/dev/null 2>&1 || { echo "[llama.cpp] the compiler does not know -march=$MARCH" >&2; exit 2; }
   # ggml reads the ISA from the compiler's macros once GGML_NATIVE is off and
-  # -march names the CPU; its own per-feature options stay off.
-  ISA_FLAGS=(-DGGML_NATIVE=OFF "-DCMAKE_C_FLAGS=$MARCH_FLAG" "-DCMAKE_CXX_FLAGS=$MARCH_FLAG")
+  # -march names the CPU; its own per-feature options stay off. On ARM ggml
+  # takes the -march from GGML_CPU_ARM_ARCH (as the cross build does).
+  if [ "$(uname -m)" = aarch64 ]; then
+    ISA_FLAGS=(-DGGML_NATIVE=OFF "-DGGML_CPU_ARM_ARCH=$MARCH")
+  else
+    ISA_FLAGS=(-DGGML_NATIVE=OFF "-DCMAKE_C_FLAGS=$MARCH_FLAG" "-DCMAKE_CXX_FLAGS=$MARCH_FLAG")
+  fi
+elif [ "${HONE_LLAMA_PORTABLE:-0}" = 1 ] && [ "$(uname -m)" = aarch64 ]; then
+  # Every 64-bit ARM CPU, the Cortex-A53 and A72 (Raspberry Pi 3 and 4) included.
+  MARCH=armv8-a; MARCH_FLAG=-march=armv8-a; KIND=portable
+  ISA_FLAGS=(-DGGML_NATIVE=OFF "-DGGML_CPU_ARM_ARCH=$MARCH")
 elif [ "${HONE_LLAMA_PORTABLE:-0}" = 1 ]; then
   ISA_FLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON)
   MARCH=x86-64-v3; MARCH_FLAG=-march=x86-64-v3; KIND=portable

@@ -35,7 +35,7 @@ int BatchDecoder::Add(int seq, Token token, int pos, bool want_logits) {
 
 Status BatchDecoder::Decode() {
   if (batch_->n_tokens == 0) return Status::Ok();
-  int rc = llama_decode(session_.raw(), *batch_);
+  int rc = session_.Decode(*batch_);
   batch_->n_tokens = 0;
   if (rc == 0) return Status::Ok();
   if (rc == 1) return MakeError(ErrorCode::kOutOfMemory, "no KV cache space left for the batch");

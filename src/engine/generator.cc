@@ -52,7 +52,7 @@ Status Prefill(Session& session, int seq, const std::vector<Token>& tokens, int 
       batch.seq_id[i][0] = seq;
       batch.logits[i] = (start + i == tokens.size() - 1);
     }
-    int rc = llama_decode(session.raw(), batch);
+    int rc = session.Decode(batch);
     if (rc != 0) {
       status = DecodeError(rc);
       break;
@@ -102,7 +102,7 @@ class DecodeSteps {
     Add(t);
     for (Token d : drafts_) Add(d);
     out_->draft_tokens += static_cast<int>(drafts_.size());
-    if (int rc = llama_decode(session_.raw(), batch_); rc != 0) return DecodeError(rc).error();
+    if (int rc = session_.Decode(batch_); rc != 0) return DecodeError(rc).error();
     return 0;
   }
 

@@ -161,8 +161,14 @@ TEST_F(Stories, PrefillOnItsOwnCpusGivesTheSameAnswer) {
   auto split = Session::Create(model_, o);
   ASSERT_TRUE(split.ok()) << split.error().ToString();
   auto r = Generate(**split, req);
+  cpu_set_t after;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(after), &after), 0);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(allowed), &allowed), 0);  // this test thread, as it was
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(r->tokens, plain->tokens);
+  // The last step decoded one token: on decode's CPU, not left on prefill's.
+  EXPECT_EQ(CPU_COUNT(&after), 1);
+  EXPECT_TRUE(CPU_ISSET(cpus.back(), &after));
 }
 
 TEST_F(Stories, LogitsAreExposed) {

@@ -42,7 +42,7 @@ Status Eval(Session& session, const std::vector<Token>& window, int first, std::
       batch.logits[k] = (start + k >= first);
       n_out += batch.logits[k];
     }
-    if (int rc = llama_decode(session.raw(), batch); rc != 0) {
+    if (int rc = session.Decode(batch); rc != 0) {
       status = MakeError(ErrorCode::kInternal, "llama_decode failed with code " + std::to_string(rc));
       break;
     }

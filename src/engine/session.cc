@@ -2,6 +2,8 @@
 
 #include <ggml-cpu.h>
 #include <llama.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <fstream>
@@ -197,6 +199,7 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<Model> model, c
   std::vector<int> decode_cpus(opt.cpus.begin(),
                                opt.cpus.begin() + std::min<size_t>(opt.cpus.size(), opt.threads));
   s->pool_decode_ = MakePool(decode_cpus, opt.threads, opt.strict_cpu, opt.poll);
+  if (opt.threads == 1) s->decode_cpus_ = decode_cpus;
   const bool own_batch_pool = opt.threads_batch != opt.threads || !opt.cpus_batch.empty();
   if (own_batch_pool) {
     s->pool_batch_ = MakePool(opt.cpus_batch.empty() ? opt.cpus : opt.cpus_batch, opt.threads_batch,
@@ -207,6 +210,20 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<Model> model, c
   }
   llama_attach_threadpool(s->ctx_, s->pool_decode_, s->pool_batch_ ? s->pool_batch_ : s->pool_decode_);
   return s;
+}
+
+int Session::Decode(const llama_batch& batch) {
+  // llama.cpp runs a one-token batch on the decode pool, anything longer on
+  // the prefill pool. With one decode thread ggml never applies the decode
+  // pool's mask, so it is applied here (one cheap syscall per token).
+  if (batch.n_tokens == 1 && !decode_cpus_.empty()) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int c : decode_cpus_)
+      if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // best effort, as ggml's own
+  }
+  return llama_decode(ctx_, batch);
 }
 
 Session::~Session() {

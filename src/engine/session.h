@@ -12,6 +12,7 @@
 #include "engine/model.h"
 #include "util/result.h"
 
+struct llama_batch;
 struct llama_context;
 struct ggml_threadpool;
 struct ggml_tensor;
@@ -102,6 +103,12 @@ class Session {
   // Called between graph computations; return true to abort the current Decode.
   void SetAbortCheck(std::function<bool()> should_abort);
 
+  // llama_decode, with decode kept on its own CPUs: ggml pins the calling
+  // thread only when a graph runs on several threads (OpenMP builds) and never
+  // unpins it, so a one-thread decode after prefill would stay on prefill's
+  // CPUs (perhaps the slow kind). Engine code decodes through this.
+  int Decode(const llama_batch& batch);
+
   llama_context* raw() const { return ctx_; }
 
  private:
@@ -111,6 +118,7 @@ class Session {
   llama_context* ctx_ = nullptr;
   ggml_threadpool* pool_decode_ = nullptr;
   ggml_threadpool* pool_batch_ = nullptr;
+  std::vector<int> decode_cpus_;  // where a one-thread decode runs; empty: unpinned
   std::function<bool()> should_abort_;
 };
 

@@ -16,15 +16,17 @@ engine::MemoryRequest MemoryRequestFor(const SchedulerOptions& s) {
   return req;
 }
 
-std::string FitAdvice(const RegistryEntry& e, const SchedulerOptions& s, uint64_t have) {
+std::string FitAdvice(const RegistryEntry& e, const SchedulerOptions& s, uint64_t have, uint64_t need) {
   auto gguf = engine::ReadGguf(e.path);
   if (!gguf) return "";
   auto est = engine::EstimateMemory(*gguf, MemoryRequestFor(s));
   if (!est) return "";
-  engine::QuantFit fit = engine::LargestQuantThatFits(*gguf, *est, have);
-  const std::string non_weights = std::to_string(fit.non_weights >> 20) + " MiB for " +
-                                  std::to_string(s.slots) + " slot(s) x " + std::to_string(s.ctx_per_slot) +
-                                  " tokens of context";
+  // What `need` holds beyond this model (its draft model) stays as it is.
+  const uint64_t beside = need > est->total() ? need - est->total() : 0;
+  engine::QuantFit fit = engine::LargestQuantThatFits(*gguf, *est, have > beside ? have - beside : 0);
+  std::string non_weights = std::to_string(fit.non_weights >> 20) + " MiB for " + std::to_string(s.slots) +
+                            " slot(s) x " + std::to_string(s.ctx_per_slot) + " tokens of context";
+  if (beside > 0) non_weights += ", beside " + std::to_string(beside >> 20) + " MiB for its draft model";
   if (!fit.type.empty()) {
     std::string lower = fit.type;
     for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

@@ -16,8 +16,10 @@ namespace hone::serve {
 engine::MemoryRequest MemoryRequestFor(const SchedulerOptions& s);
 
 // The refusal's tail: ". A Q4_K_M of it would need about N MiB and fit (...)",
-// or why no smaller quantization would. `have` is the bytes free. Names no
-// path: the message goes to API clients. Empty when the file cannot be read.
-std::string FitAdvice(const RegistryEntry& e, const SchedulerOptions& s, uint64_t have);
+// or why no smaller quantization would. `have` is the bytes free, `need` what
+// the load asked for (the model and, if any, its draft model, which keeps its
+// size). Names no path: the message goes to API clients. Empty when the file
+// cannot be read.
+std::string FitAdvice(const RegistryEntry& e, const SchedulerOptions& s, uint64_t have, uint64_t need);
 
 }  // namespace hone::serve

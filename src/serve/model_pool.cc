@@ -223,7 +223,7 @@ Status ModelPool::Admit(const RegistryEntry& e, uint64_t need, const SchedulerOp
   }
   Drop(std::move(victims));
   if (refusal.empty()) return Status::Ok();
-  return MakeError(ErrorCode::kOutOfMemory, refusal + FitAdvice(e, so, free_after));
+  return MakeError(ErrorCode::kOutOfMemory, refusal + FitAdvice(e, so, free_after, need));
 }
 
 void ModelPool::Unreserve(uint64_t bytes) {

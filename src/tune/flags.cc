@@ -29,6 +29,8 @@ std::string LlamaFlags(const Config& c, LlamaTool tool, int n_ctx) {
     // The NUMA strategy that matches the placement on multi-node machines.
     if (c.placement == "interleave") f << " --numa distribute";
     if (c.placement.rfind("node", 0) == 0) f << " --numa isolate";
+  } else if (!c.cpus_batch.empty()) {
+    f << " -Cb " << CpuMaskHex(c.cpus_batch);  // prefill pinned, decode left to the OS
   }
   if (c.poll != 50) f << " --poll " << c.poll;  // --poll-batch defaults to --poll
   if (n_ctx > 0) f << " -c " << n_ctx;

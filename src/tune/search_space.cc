@@ -247,6 +247,12 @@ SearchSpace BuildSearchSpace(const hw::MachineInfo& m, const SpaceRequest& r) {
 
   // Strict placement runs one thread per listed CPU: more threads than CPUs cannot be placed.
   s.valid = [](const Config& c) {
+    // Prefill's own set only beside a pinned decode, and only where it differs.
+    if (!c.cpus_batch.empty()) {
+      if (c.cpus.empty()) return false;
+      std::set<int> decode(c.cpus.begin(), c.cpus.end()), batch(c.cpus_batch.begin(), c.cpus_batch.end());
+      if (decode == batch) return false;
+    }
     if (c.strict_cpu) {
       const size_t batch_cpus = c.cpus_batch.empty() ? c.cpus.size() : c.cpus_batch.size();
       if (static_cast<size_t>(c.threads) > c.cpus.size() || static_cast<size_t>(c.threads_batch) > batch_cpus)

@@ -126,6 +126,13 @@ TEST(SearchSpace, HybridIntelPlacesThreadsOnTheFastOrTheSlowKind) {
   decode_fast_prefill_both.threads = 5;
   EXPECT_FALSE(space.valid(decode_fast_prefill_both)) << "strict: a fifth decode thread has no fast core";
   EXPECT_NE(decode_fast_prefill_both.Key().find("cpusb=both"), std::string::npos);
+  Config same_set = decode_fast_prefill_both;
+  same_set.threads = 4;
+  same_set.cpus_batch = {6, 4, 2, 0};
+  EXPECT_FALSE(space.valid(same_set)) << "prefill's own set equal to decode's is the \"same\" point";
+  same_set.cpus.clear();
+  same_set.strict_cpu = false;
+  EXPECT_FALSE(space.valid(same_set)) << "prefill pinned beside an unpinned decode is not searched";
   engine::SessionOptions so = decode_fast_prefill_both.ToSessionOptions(512);
   EXPECT_EQ(so.cpus_batch, decode_fast_prefill_both.cpus_batch);
   // One kind of core: nothing to search apart.
