@@ -96,7 +96,9 @@ TEST(Amx, InfoSaysWhetherItIsInUseAndWhy) {
 #endif
     EXPECT_EQ(amx["self_test"], "not run");
   }
-  if (amx["in_use"].get<bool>()) EXPECT_EQ(amx["self_test"], "passed");
+  if (amx["in_use"].get<bool>()) {
+    EXPECT_EQ(amx["self_test"], "passed");
+  }
   // hone's llama.cpp build carries the switch that lets AMX be left out of a load.
   EXPECT_TRUE(amx["switchable"].get<bool>()) << amx.dump();
   auto text = RunCommand(HoneBinary() + " info --no-bandwidth");
@@ -129,7 +131,9 @@ TEST(Build, TheLlamaCacheIsKeyedOnTheIsaItWasBuiltFor) {
   // The peers hone links against live in the prefix of that key.
   EXPECT_NE(std::string(HONE_PEER_BIN_DIR).find("prefix-" + key), std::string::npos) << HONE_PEER_BIN_DIR;
   // An AVX-512 build says so in its key's ISA, and only where the CPU has it.
-  if (!CpuInfoHas("avx512f")) EXPECT_EQ(isa.find("__AVX512F__"), std::string::npos) << isa;
+  if (!CpuInfoHas("avx512f")) {
+    EXPECT_EQ(isa.find("__AVX512F__"), std::string::npos) << isa;
+  }
 }
 
 TEST(TuneIsolation, ACrashingKernelPathIsAFailedTrialNotADeadTuner) {
