@@ -22,7 +22,7 @@ Result<std::string> TomlText(const toml::node& n) {
   return MakeError(ErrorCode::kInvalidArgument, "unsupported type");
 }
 
-// [model_options.NAME]: spec and draft for one model.
+// [model_options.NAME]: spec, draft and shared system prompts for one model.
 Status ApplyModelOptions(serve::ServeConfig& c, const toml::table& t, const std::string& path) {
   const toml::node* node = t.get("model_options");
   if (!node) return Status::Ok();
@@ -35,6 +35,18 @@ Status ApplyModelOptions(serve::ServeConfig& c, const toml::table& t, const std:
     if (!m) return MakeError(ErrorCode::kInvalidArgument, where + " must be a table");
     serve::ServeConfig::ModelOptions o;
     for (const auto& [key, value] : *m) {
+      if (key.str() == "shared_system_prompts") {
+        const toml::array* a = value.as_array();
+        for (size_t i = 0; a && i < a->size(); ++i) {
+          auto text = (*a)[i].value<std::string>();
+          if (!text || text->empty()) a = nullptr;
+          if (a) o.shared_system_prompts.push_back(*text);
+        }
+        if (!a)
+          return MakeError(ErrorCode::kInvalidArgument,
+                           where + ".shared_system_prompts must be a list of non-empty strings");
+        continue;
+      }
       auto text = value.value<std::string>();
       if (!text)
         return MakeError(ErrorCode::kInvalidArgument,
@@ -44,8 +56,8 @@ Status ApplyModelOptions(serve::ServeConfig& c, const toml::table& t, const std:
       } else if (key.str() == "draft") {
         o.draft = *text;
       } else {
-        return MakeError(ErrorCode::kInvalidArgument,
-                         where + ": unknown key '" + std::string(key.str()) + "' (spec, draft)");
+        return MakeError(ErrorCode::kInvalidArgument, where + ": unknown key '" + std::string(key.str()) +
+                                                          "' (spec, draft, shared_system_prompts)");
       }
     }
     c.model_options[std::string(name.str())] = o;

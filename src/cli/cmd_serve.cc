@@ -32,6 +32,9 @@
 namespace hone::cli {
 namespace {
 
+// Model name -> the system prompts declared shared across tenants for it.
+using SharedPrompts = std::map<std::string, std::vector<std::string>>;
+
 struct ServeArgs {
   std::string config_file;
   std::vector<std::string> models;
@@ -178,9 +181,10 @@ std::string ConfigFile(const ServeArgs& a) {
 // [[upstream]] and [[route]] in the config: requests naming a route go
 // through the router; every other model name straight to the local backend.
 // Null when the config has no routes.
+// `shared`: each local target's shared system prompts (a route's), added to.
 Result<std::unique_ptr<route::Router>> OpenRouter(const std::string& config_file, const serve::ServeConfig& c,
-                                                  const serve::Registry& registry,
-                                                  serve::LocalBackend& local) {
+                                                  const serve::Registry& registry, serve::LocalBackend& local,
+                                                  SharedPrompts* shared) {
   if (config_file.empty()) return std::unique_ptr<route::Router>();
   auto rc = route::LoadRouterConfig(config_file, [](const char* n) { return std::getenv(n); });
   if (!rc) return rc.error();
@@ -189,6 +193,10 @@ Result<std::unique_ptr<route::Router>> OpenRouter(const std::string& config_file
     for (const route::Target& t : r.targets) {
       if (t.local() && !registry.Resolve(t.model))
         return bad("route '" + r.name + "': target " + t.Label() + " is not in the model registry");
+      if (t.local()) {
+        auto& list = (*shared)[(*registry.Resolve(t.model))->name];
+        list.insert(list.end(), r.shared_system_prompts.begin(), r.shared_system_prompts.end());
+      }
     }
     if (r.canary && r.canary->target.local() && !registry.Resolve(r.canary->target.model))
       return bad("route '" + r.name + "': canary target " + r.canary->target.Label() +
@@ -228,11 +236,33 @@ void AttachRouter(route::Router& router, api::HttpServer& server, const std::str
   server.AddWorkers(std::min(512, router.UpstreamConcurrency()));
 }
 
+// Declares each model's shared system prompts ([model_options.NAME] and the
+// routes') on the pool. Returns the models that have some: they load and
+// warm at start. Errors: a name not in the registry, an empty prompt.
+Result<std::vector<std::string>> DeclareSharedPrompts(const serve::ServeConfig& c, SharedPrompts shared,
+                                                      serve::ModelPool& pool) {
+  for (const auto& [name, m] : c.model_options) {
+    auto& list = shared[name];
+    list.insert(list.end(), m.shared_system_prompts.begin(), m.shared_system_prompts.end());
+  }
+  std::vector<std::string> warm;
+  for (const auto& [name, prompts] : shared) {
+    if (prompts.empty()) continue;
+    if (Status st = pool.ShareSystemPrompts(name, prompts); !st)
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "shared_system_prompts of '" + name + "': " + st.error().message);
+    warm.push_back(name);
+  }
+  return warm;
+}
+
 // Ready when at least one registry model has a readable GGUF header; pinned
 // models are meant to be resident: they load in the background (the port is
-// already bound), and /health answers 503 until they are in.
+// already bound), and /health answers 503 until they are in. Models with
+// shared system prompts (`warm`) load then too, to prefill them.
 std::thread MarkReadiness(const serve::Registry& registry, const serve::ServeConfig& c,
-                          serve::ModelPool& pool, api::HttpServer& server) {
+                          const std::vector<std::string>& warm, serve::ModelPool& pool,
+                          api::HttpServer& server) {
   int usable = 0;
   for (const auto& e : registry.entries()) {
     if (auto g = engine::ReadGguf(e.path))
@@ -240,11 +270,9 @@ std::thread MarkReadiness(const serve::Registry& registry, const serve::ServeCon
     else
       std::fprintf(stderr, "hone serve: warning: %s: %s\n", e.name.c_str(), g.error().ToString().c_str());
   }
-  if (c.pinned.empty()) {
-    server.SetReady(usable > 0);
-    return std::thread();
-  }
-  return std::thread([&pool, &server, &c] {
+  if (c.pinned.empty()) server.SetReady(usable > 0);
+  if (c.pinned.empty() && warm.empty()) return std::thread();
+  return std::thread([&pool, &server, &c, warm] {
     int loaded = 0;
     for (const auto& name : c.pinned) {
       if (auto lease = pool.Acquire(name))
@@ -253,7 +281,12 @@ std::thread MarkReadiness(const serve::Registry& registry, const serve::ServeCon
         std::fprintf(stderr, "hone serve: pinned model '%s' failed to load: %s\n", name.c_str(),
                      lease.error().ToString().c_str());
     }
-    server.SetReady(loaded > 0);
+    if (!c.pinned.empty()) server.SetReady(loaded > 0);
+    for (const auto& name : warm) {
+      if (auto lease = pool.Acquire(name); !lease)
+        std::fprintf(stderr, "hone serve: '%s' (shared system prompts to warm) failed to load: %s\n",
+                     name.c_str(), lease.error().ToString().c_str());
+    }
   });
 }
 
@@ -323,8 +356,11 @@ int Serve(const ServeArgs& a) {
   serve::ModelPool pool(*registry, startup->pool, &metrics);
   serve::LocalBackend local(pool, metrics, c.serve.request_timeout, c.serve.threads);
   const std::string config_file = ConfigFile(a);
-  auto router = OpenRouter(config_file, c.serve, *registry, local);
+  SharedPrompts shared;
+  auto router = OpenRouter(config_file, c.serve, *registry, local, &shared);
   if (!router) return Fail(router.error().ToString(), 2);
+  auto warm = DeclareSharedPrompts(c.serve, std::move(shared), pool);
+  if (!warm) return Fail(warm.error().ToString(), 2);
   backend::Backend& backend = *router ? static_cast<backend::Backend&>(**router) : local;
   // Each open connection is a file descriptor: thousands of idle or slow
   // clients need more than the usual soft limit of 1024.
@@ -338,7 +374,7 @@ int Serve(const ServeArgs& a) {
   if (*router) AttachRouter(**router, server, config_file);
   auto port = server.Bind();
   if (!port) return Fail(port.error().ToString());
-  std::thread preload = MarkReadiness(*registry, c.serve, pool, server);
+  std::thread preload = MarkReadiness(*registry, c.serve, *warm, pool, server);
   PrintListening(c, *startup, *registry, server, *port);
   ServeUntilStopped(server, c.http.drain_timeout);
   if (preload.joinable()) preload.join();

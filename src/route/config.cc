@@ -1,15 +1,16 @@
 #include "route/config.h"
 
-#include "serve/config.h"
-#include "util/units.h"
-
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <functional>
 #include <set>
 #include <sstream>
+
+#include "serve/config.h"
+#include "util/units.h"
 
 namespace hone::route {
 namespace {
@@ -107,12 +108,12 @@ Result<UpstreamConfig> ReadUpstream(const toml::table& t, const std::string& whe
     if (!s) return s.error();
   }
   int64_t max_concurrent = u.max_concurrent;
-  for (Status s : {Get(t, "max_concurrent", at, &max_concurrent), Get(t, "health_path", at, &u.health_path),
-                   Get(t, "price_input_per_m", at, &u.price_input_per_m),
-                   Get(t, "price_cached_input_per_m", at, &u.price_cached_input_per_m),
-                   Get(t, "price_output_per_m", at, &u.price_output_per_m),
-                   Get(t, "continuation", at, &u.continuation), Get(t, "ca_file", at, &u.ca_file),
-                   Get(t, "metrics_url", at, &u.metrics_url)}) {
+  for (Status s :
+       {Get(t, "max_concurrent", at, &max_concurrent), Get(t, "health_path", at, &u.health_path),
+        Get(t, "price_input_per_m", at, &u.price_input_per_m),
+        Get(t, "price_cached_input_per_m", at, &u.price_cached_input_per_m),
+        Get(t, "price_output_per_m", at, &u.price_output_per_m), Get(t, "continuation", at, &u.continuation),
+        Get(t, "ca_file", at, &u.ca_file), Get(t, "metrics_url", at, &u.metrics_url)}) {
     if (!s) return s.error();
   }
   std::string kind = "openai";
@@ -123,7 +124,8 @@ Result<UpstreamConfig> ReadUpstream(const toml::table& t, const std::string& whe
   if (u.load_interval_s < 0.05) return Bad(at, "load_interval must be at least 50ms");
   // A replica sends its role chunk at once and the first token after its
   // queue and prefill: the wait between the two is a first-byte wait.
-  if (u.replica && !t.contains("idle_timeout")) u.idle_timeout_s = std::max(u.idle_timeout_s, u.first_byte_timeout_s);
+  if (u.replica && !t.contains("idle_timeout"))
+    u.idle_timeout_s = std::max(u.idle_timeout_s, u.first_byte_timeout_s);
   if (u.replica && u.metrics_url.empty()) {
     // http://host:port/v1 -> http://host:port/metrics
     const size_t host = u.base_url.find("://") + 3;
@@ -166,16 +168,18 @@ Status ReadTargets(const toml::array& targets, const std::string& at, const std:
 }
 
 // A route's canary = { target = "...", steps = [...], hold, min_requests, ... }.
-Result<CanaryConfig> ReadCanary(const toml::node& cn, const std::string& where_c, const std::set<std::string>& ups) {
+Result<CanaryConfig> ReadCanary(const toml::node& cn, const std::string& where_c,
+                                const std::set<std::string>& ups) {
   const toml::table* ct = cn.as_table();
   if (!ct) return Bad(where_c, "must be an inline table { target = \"...\", steps = [5, 25, 50, 100], ... }");
   CanaryConfig k;
   std::string target;
   int64_t min_requests = k.min_requests;
-  for (Status s : {Get(*ct, "target", where_c, &target), GetSeconds(*ct, "hold", where_c, &k.hold_s),
-                   Get(*ct, "min_requests", where_c, &min_requests),
-                   Get(*ct, "max_p99_ratio", where_c, &k.max_p99_ratio),
-                   Get(*ct, "max_error_rate", where_c, &k.max_error_rate), Get(*ct, "shadow", where_c, &k.shadow)}) {
+  for (Status s :
+       {Get(*ct, "target", where_c, &target), GetSeconds(*ct, "hold", where_c, &k.hold_s),
+        Get(*ct, "min_requests", where_c, &min_requests),
+        Get(*ct, "max_p99_ratio", where_c, &k.max_p99_ratio),
+        Get(*ct, "max_error_rate", where_c, &k.max_error_rate), Get(*ct, "shadow", where_c, &k.shadow)}) {
     if (!s) return s.error();
   }
   const size_t colon = target.find(':');
@@ -189,7 +193,8 @@ Result<CanaryConfig> ReadCanary(const toml::node& cn, const std::string& where_c
     double last = 0;
     for (const auto& e : *steps) {
       auto v = e.value<double>();
-      if (!v || *v <= last || *v > 100) return Bad(where_c, "steps must rise within (0, 100], like [5, 25, 50, 100]");
+      if (!v || *v <= last || *v > 100)
+        return Bad(where_c, "steps must rise within (0, 100], like [5, 25, 50, 100]");
       k.steps.push_back(last = *v);
     }
     if (k.steps.empty()) return Bad(where_c, "steps must not be empty");
@@ -197,7 +202,8 @@ Result<CanaryConfig> ReadCanary(const toml::node& cn, const std::string& where_c
   if (min_requests < 1) return Bad(where_c, "min_requests must be at least 1");
   k.min_requests = static_cast<int>(min_requests);
   if (k.max_p99_ratio <= 0) return Bad(where_c, "max_p99_ratio must be positive");
-  if (k.max_error_rate < 0 || k.max_error_rate > 1) return Bad(where_c, "max_error_rate must be within [0, 1]");
+  if (k.max_error_rate < 0 || k.max_error_rate > 1)
+    return Bad(where_c, "max_error_rate must be within [0, 1]");
   return k;
 }
 
@@ -224,7 +230,8 @@ Result<RouteConfig> ReadRoute(const toml::table& t, const std::string& where,
   else if (policy == "round_robin")
     r.policy = Policy::kRoundRobin;
   else
-    return Bad(at, "policy must be local_first, failover, weighted, affinity or round_robin, not '" + policy + "'");
+    return Bad(
+        at, "policy must be local_first, failover, weighted, affinity or round_robin, not '" + policy + "'");
   if (Status s = GetSeconds(t, "ttft_slo", at, &r.ttft_slo_s); !s) return s.error();
   if (const toml::array* w = t["weights"].as_array()) {
     for (const auto& e : *w) {
@@ -261,6 +268,19 @@ Result<RouteConfig> ReadRoute(const toml::table& t, const std::string& where,
     if (!k) return k.error();
     r.canary = *k;
   }
+  if (const toml::node* sp = t.get("shared_system_prompts")) {
+    const toml::array* a = sp->as_array();
+    if (!a) return Bad(at, "shared_system_prompts must be a list of strings");
+    for (const auto& e : *a) {
+      auto text = e.value<std::string>();
+      if (!text || text->empty()) return Bad(at, "shared_system_prompts must be a list of non-empty strings");
+      r.shared_system_prompts.push_back(*text);
+    }
+    const bool local =
+        std::any_of(r.targets.begin(), r.targets.end(), [](const Target& x) { return x.local(); });
+    if (!local && !r.shared_system_prompts.empty())
+      return Bad(at, "shared_system_prompts needs a local target (they warm the local prompt cache)");
+  }
   std::string on_budget = "local_only";
   if (Status s = Get(t, "on_budget_exceeded", at, &on_budget); !s) return s.error();
   if (on_budget == "local_only")
@@ -294,20 +314,22 @@ Status ReadSpend(const toml::table& root, const std::string& origin, const std::
   if (const toml::table* t = root["spend"].as_table()) {
     const std::string at = "config " + origin + ": [spend]";
     int64_t reserve = out->reserve_max_tokens;
-    for (Status s : {Get(*t, "ledger", at, &out->ledger), Get(*t, "postgres_url_env", at, &out->postgres_url_env),
-                     Get(*t, "timezone", at, &out->timezone),
-                     GetSeconds(*t, "reservation_ttl", at, &out->reservation_ttl_s),
-                     Get(*t, "reserve_max_tokens", at, &reserve), Get(*t, "alert_webhook", at, &out->alert_webhook),
-                     Get(*t, "local_price_input_per_m", at, &out->local_price_input_per_m),
-                     Get(*t, "local_price_output_per_m", at, &out->local_price_output_per_m),
-                     ReadThresholds(*t, at, &thresholds)}) {
+    for (Status s :
+         {Get(*t, "ledger", at, &out->ledger), Get(*t, "postgres_url_env", at, &out->postgres_url_env),
+          Get(*t, "timezone", at, &out->timezone),
+          GetSeconds(*t, "reservation_ttl", at, &out->reservation_ttl_s),
+          Get(*t, "reserve_max_tokens", at, &reserve), Get(*t, "alert_webhook", at, &out->alert_webhook),
+          Get(*t, "local_price_input_per_m", at, &out->local_price_input_per_m),
+          Get(*t, "local_price_output_per_m", at, &out->local_price_output_per_m),
+          ReadThresholds(*t, at, &thresholds)}) {
       if (!s) return s;
     }
     if (out->ledger != "sqlite" && out->ledger != "postgres")
       return Bad(at, "ledger must be sqlite or postgres, not '" + out->ledger + "'");
     if (out->ledger == "postgres") {
       if (out->postgres_url_env.empty())
-        return Bad(at, "a postgres ledger needs postgres_url_env, the variable that holds its connection string");
+        return Bad(at,
+                   "a postgres ledger needs postgres_url_env, the variable that holds its connection string");
       const char* v = getenv(out->postgres_url_env.c_str());
       if (!v || !*v) return Bad(at, "postgres_url_env names " + out->postgres_url_env + ", which is not set");
       out->postgres_url = v;
@@ -353,7 +375,8 @@ Status ReadSpend(const toml::table& root, const std::string& origin, const std::
         b.scope = BudgetConfig::Scope::kTenant;
         b.scope_name = scope.substr(7);
         if (b.scope_name.rfind("key-", 0) != 0)
-          return Bad(at, "a tenant is a client key's fingerprint, \"tenant:key-1a2b3c4d\" (see docs/route.md)");
+          return Bad(at,
+                     "a tenant is a client key's fingerprint, \"tenant:key-1a2b3c4d\" (see docs/route.md)");
       } else {
         return Bad(at, "scope must be global, upstream:NAME or tenant:key-FINGERPRINT, not '" + scope + "'");
       }

@@ -83,9 +83,9 @@ struct Target {
 struct CanaryConfig {
   Target target;
   std::vector<double> steps = {5, 25, 50, 100};  // percent of new conversations
-  double hold_s = 600;                            // the least time at a step
-  int min_requests = 200;                         // candidate requests a step needs to be judged
-  double max_p99_ratio = 1.25;                    // candidate P99 (TTFT, total) over baseline's
+  double hold_s = 600;                           // the least time at a step
+  int min_requests = 200;                        // candidate requests a step needs to be judged
+  double max_p99_ratio = 1.25;                   // candidate P99 (TTFT, total) over baseline's
   double max_error_rate = 0.02;
   bool shadow = false;  // first mirror steps[0]% to the candidate for one hold, answers discarded
 };
@@ -106,6 +106,11 @@ struct RouteConfig {
   enum class CacheMode { kOff, kDeterministic, kAll };
   CacheMode cache = CacheMode::kDeterministic;
   std::optional<CanaryConfig> canary;
+  // System prompts this route's requests start with, declared shared across
+  // tenants: their prefix is reused by every client key (everything after it
+  // stays per tenant) and prefilled into the prompt cache of each local
+  // target when hone serve starts (serve/shared_prefixes.h).
+  std::vector<std::string> shared_system_prompts;
 };
 
 // [cache]: the exact-match response cache (response_cache.h). Off without the table.
@@ -133,9 +138,10 @@ struct SpendConfig {
   std::string postgres_url_env;   // the variable holding the libpq conninfo (it may carry a password)
   std::string postgres_url;       // resolved from postgres_url_env; never logged
   std::string timezone = "UTC";   // months and days are counted in this zone
-  double reservation_ttl_s = 120;  // a reservation left by a process that died is freed after this (live ones are renewed)
-  int reserve_max_tokens = 4096;   // the output a request without max_tokens may use (and is held to)
-  std::string alert_webhook;       // POSTed a JSON body when a threshold is crossed
+  // A reservation left by a process that died is freed after this (live ones are renewed).
+  double reservation_ttl_s = 120;
+  int reserve_max_tokens = 4096;       // the output a request without max_tokens may use (and is held to)
+  std::string alert_webhook;           // POSTed a JSON body when a threshold is crossed
   double local_price_input_per_m = 0;  // an energy rate for local tokens; 0 by default
   double local_price_output_per_m = 0;
   std::vector<BudgetConfig> budgets;
@@ -148,7 +154,6 @@ struct RouterConfig {
   CacheConfig cache;
   bool empty() const { return upstreams.empty() && routes.empty(); }
 };
-
 
 // Reads [[upstream]] and [[route]] from a TOML file (other keys are the
 // server's own). `getenv` resolves api_keys_env. Every mistake is an

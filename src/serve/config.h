@@ -43,10 +43,13 @@ struct ServeConfig {
   std::string memory_limit;                    // e.g. "8G"; empty = free memory (cgroup aware)
   double request_timeout = 600;                // seconds
   std::map<std::string, std::string> aliases;  // TOML [aliases] only
-  // TOML [model_options.NAME] only: speculation per model, over the above.
+  // TOML [model_options.NAME] only: speculation per model, over the above,
+  // and system prompts shared across tenants.
   struct ModelOptions {
     std::string spec;   // empty: the server's
     std::string draft;  // empty: the server's; "none": no draft model
+    // Shared across tenants and warmed at load (serve/shared_prefixes.h).
+    std::vector<std::string> shared_system_prompts;
   };
   std::map<std::string, ModelOptions> model_options;
   std::vector<std::string> pinned;  // model names never evicted

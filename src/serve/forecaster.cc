@@ -95,8 +95,12 @@ LoadForecast Forecaster::Predict(const Queue& q, const std::vector<engine::Token
   // The best cached prefix in any slot: the slot itself, or a copy from it.
   size_t cached = 0;
   for (const SlotView& s : view_) {
-    if (s.last && s.last->cache_scope == scope)
-      cached = std::max(cached, CommonPrefix(s.last->prompt, prompt));
+    if (!s.last) continue;
+    const size_t common = CommonPrefix(s.last->prompt, prompt);
+    if (s.last->cache_scope == scope)
+      cached = std::max(cached, common);
+    else if (in_cache.shared)
+      cached = std::max(cached, in_cache.shared->Reusable(prompt, common));
   }
   // A longer prefix in the prompt cache, when restoring it beats prefilling
   // the difference (the scheduler decides so too, in WorthRestoring).

@@ -12,6 +12,7 @@
 
 #include "serve/job.h"
 #include "serve/prompt_cache.h"
+#include "serve/shared_prefixes.h"
 
 namespace hone::serve {
 
@@ -54,6 +55,7 @@ class Forecaster {
   struct Cached {
     CacheMatch match;
     double restore_s_per_token = 0;
+    const SharedPrefixes* shared = nullptr;  // what other scopes' slots may give
   };
 
   // Fed by the scheduler thread.

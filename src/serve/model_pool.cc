@@ -366,6 +366,9 @@ Result<std::shared_ptr<LoadedModel>> ModelPool::Load(const RegistryEntry& e) {
                    chat.error().message.c_str());
     }
   }
+  // Load runs under the entry's load_mu (Acquire), which guards the list.
+  if (Status st = WarmSharedPrompts(*m, entries_.at(e.name)->shared_prompts); !st)
+    std::fprintf(stderr, "hone serve: %s: %s\n", e.name.c_str(), st.error().message.c_str());
   m->estimate_bytes = need;
   m->load_seconds = SecondsSince(t0);
   m->pinned = std::find(opt_.pinned.begin(), opt_.pinned.end(), e.name) != opt_.pinned.end();
@@ -386,6 +389,18 @@ std::string FileStamp(const std::string& path) {
          std::to_string(st.st_mtim.tv_nsec);
 }
 }  // namespace
+
+Status ModelPool::ShareSystemPrompts(const std::string& name, const std::vector<std::string>& prompts) {
+  auto entry = registry_.Resolve(name);
+  if (!entry) return entry.error();
+  for (const auto& p : prompts)
+    if (p.empty()) return MakeError(ErrorCode::kInvalidArgument, "a shared system prompt is empty");
+  Entry& slot = *entries_.at((*entry)->name);
+  std::lock_guard<std::mutex> load_lock(slot.load_mu);  // no load in between: each sees all or none
+  slot.shared_prompts.insert(slot.shared_prompts.end(), prompts.begin(), prompts.end());
+  std::shared_ptr<LoadedModel> m = Peek((*entry)->name);
+  return m ? WarmSharedPrompts(*m, prompts) : Status::Ok();
+}
 
 Result<std::unique_ptr<Lease>> ModelPool::Acquire(const std::string& name,
                                                   std::optional<double> keep_alive_s) {

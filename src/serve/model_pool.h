@@ -143,6 +143,11 @@ class ModelPool {
   // null when it is not (or the name is unknown).
   std::shared_ptr<LoadedModel> Peek(const std::string& name) const;
   Status SetPinned(const std::string& name, bool pinned);
+  // Declares system prompts shared across tenants for a model: applied (and
+  // warmed) at each load from now on, and now if it is resident. Loads
+  // nothing. Errors: kNotFound (not in the registry), kInvalidArgument (an
+  // empty prompt, or one its resident template refuses).
+  Status ShareSystemPrompts(const std::string& name, const std::vector<std::string>& prompts);
   std::vector<ResidentInfo> Resident() const;
   uint64_t EstimateBytes(const RegistryEntry& e) const { return EstimateBytes(e, opt_.scheduler); }
   uint64_t EstimateBytes(const RegistryEntry& e, const SchedulerOptions& s) const;
@@ -165,6 +170,7 @@ class ModelPool {
     std::optional<Error> failed;
     std::string failed_file;  // size and mtime when it failed
     Clock::time_point failed_until;
+    std::vector<std::string> shared_prompts;  // GUARDED_BY(load_mu): ShareSystemPrompts
   };
   void Release(LoadedModel* m, std::optional<double> keep_alive_s);
   // Makes room for `need` bytes (evicting idle models) and reserves them;

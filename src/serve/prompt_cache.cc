@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "serve/prompt_cache_file.h"
+#include "serve/shared_prefixes.h"
 #include "util/file_hash.h"
 
 namespace hone::serve {
@@ -16,13 +17,6 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 using WallClock = std::chrono::system_clock;
-
-size_t CommonPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-  const size_t n = std::min(a.size(), b.size());
-  size_t i = 0;
-  while (i < n && a[i] == b[i]) ++i;
-  return i;
-}
 
 int64_t WallMs(WallClock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();

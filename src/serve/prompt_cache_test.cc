@@ -365,6 +365,44 @@ TEST_P(PromptCacheServe, DamagedFilesAreMissesWithTheSameAnswer) {
   EXPECT_GE(metrics_.Get("hone_prompt_cache_disk_damaged_total", "m"), 1);
 }
 
+// A declared shared prefix (a route's system prompt) is warmed, reused by
+// every scope from a slot or the cache, and answers as a fresh server; past
+// it, another scope's tokens stay its own.
+TEST_P(PromptCacheServe, ASharedPrefixIsReusedAcrossScopesAndAnswersAsAFreshServer) {
+  const std::vector<Token> shared = FirstTurn();
+  auto with = [&](const std::string& text) {
+    std::vector<Token> p = shared;
+    auto more = Tokens(text, false);
+    p.insert(p.end(), more.begin(), more.end());
+    return p;
+  };
+  const auto a_prompt = with(" Lily ran to the bird and said hello to it with a big smile on her face.");
+  const auto b_prompt = with(" The bird flew away.");
+  auto fresh = Make(0);
+  const auto [expected, fr] = Run(*fresh, NewJob(b_prompt, 12, "b"));
+  EXPECT_EQ(fr.cached_tokens, 0);
+
+  auto s = Make(64u << 20);
+  s->ShareSystemPrefix(shared);  // warmed before the jobs below (one slot, in order)
+  auto [a_text, a] = Run(*s, NewJob(a_prompt, 4, "a"));
+  EXPECT_EQ(a.cached_tokens, static_cast<int>(shared.size())) << "the warmed prefix, from the slot";
+  // Another conversation takes the slot: the shared prefix is in the cache only.
+  Run(*s,
+      NewJob(Tokens("The sun was hot and the dog was sleeping under a big green tree all day long.", true), 4,
+             "c"));
+  auto [b_text, b] = Run(*s, NewJob(b_prompt, 12, "b"));
+  EXPECT_EQ(b.cached_tokens, static_cast<int>(shared.size())) << "restored from the cache's shared entry";
+  EXPECT_EQ(b_text, expected);
+  EXPECT_GE(metrics_.Get("hone_prompt_cache_ram_hits_total", "m"), 1);
+  // Scope b asks with a's conversation: it gets the shared part, not a's own tokens.
+  const auto b_asks_a =
+      with(" Lily ran to the bird and said hello to it with a big smile on her face. More.");
+  auto [_, b_as_a] = Run(*s, NewJob(b_asks_a, 2, "b"));
+  EXPECT_GE(b_as_a.cached_tokens, static_cast<int>(shared.size()));
+  EXPECT_LE(b_as_a.cached_tokens, static_cast<int>(CommonPrefix(b_asks_a, b_prompt)))
+      << "none of a's own tokens";
+}
+
 INSTANTIATE_TEST_SUITE_P(SharedModels, PromptCacheServe,
                          ::testing::Values("stories260K.gguf", "tinystories-d256-l4-f32.gguf",
                                            "llama-2-tiny-random.gguf"),

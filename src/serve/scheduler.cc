@@ -555,6 +555,9 @@ void Scheduler::FinishSlot(Slot& s, Finish why, const std::string& error) {
     metrics_->Observe(metric::kE2e, name_, t.total_seconds());
   }
   forecaster_.RecordAnswer(s.result.completion_tokens);
+  // A warmed shared prefix goes to the cache now, not when its slot is
+  // taken: the next tenant's request would extend it in place.
+  if (s.scope == kSharedScope && (why == Finish::kLength || why == Finish::kStop)) SaveSlot(s);
   --active_;  // before waking the client, so a finished job never sees itself counted
   auto job = std::move(s.job);
   s.sampler.reset();

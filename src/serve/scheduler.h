@@ -43,6 +43,7 @@
 #include "serve/job.h"
 #include "serve/metrics.h"
 #include "serve/prompt_cache.h"
+#include "serve/shared_prefixes.h"
 #include "util/result.h"
 
 namespace hone::serve {
@@ -128,6 +129,11 @@ class Scheduler {
   // prompt cache's entries. `scope`: the request's cache scope (Job::cache_scope).
   LoadForecast Forecast(const std::vector<engine::Token>& prompt, int max_tokens,
                         const std::string& scope = {}) const;
+  // Declares `prefix` (a shared system prompt's tokens, SystemPromptPrefix)
+  // reusable by every cache scope, and warms it: unless the prompt cache
+  // holds it already (from before a restart), a one-token job prefills it
+  // and its KV goes to the cache. Thread-safe.
+  void ShareSystemPrefix(std::vector<engine::Token> prefix);
   // The prompt cache, or null when it is off. Thread-safe (List, Clear).
   PromptCache* prompt_cache() const { return cache_.get(); }
 
@@ -176,8 +182,10 @@ class Scheduler {
   void FinishSlot(Slot& s, Finish why, const std::string& error = "");
   void UpdateGauges();
   // serve/scheduler_cache.cc: the slots and the prompt cache.
-  size_t SharedPrefix(const Slot& s, const Job& job) const;  // 0 across scopes
-  CacheMatch WorthRestoring(const Job& job, size_t have);    // kNone: prefill or copy instead
+  // Within a scope, all they share; across scopes, only declared prefixes.
+  size_t SharedPrefix(const Slot& s, const Job& job) const;
+  CacheMatch FindCached(const std::string& scope, const std::vector<engine::Token>& prompt) const;
+  CacheMatch WorthRestoring(const Job& job, size_t have);  // kNone: prefill or copy instead
   // false: the slot is left empty (and an entry llama.cpp refused is dropped)
   bool RestoreFromCache(Slot& s, const CacheMatch& m, const std::vector<uint8_t>& state, CacheTier served);
   void SaveSlot(Slot& s);  // what the slot holds, into the prompt cache (before it is overwritten)
@@ -203,6 +211,7 @@ class Scheduler {
   std::unique_ptr<engine::BatchDecoder> batch_;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::unique_ptr<PromptCache> cache_;        // null when off; its own lock
+  SharedPrefixes shared_;                     // its own lock
   std::unique_ptr<engine::Drafter> drafter_;  // null without speculation; scheduler thread only
   size_t prefill_rr_ = 0;                     // round-robin start among prefilling slots
 

@@ -17,15 +17,46 @@ constexpr size_t kMinRestoreGain = 16;
 }  // namespace
 
 // A prefix is reused only within one scope: a tenant never finds (nor times)
-// another tenant's tokens in a slot.
+// another tenant's tokens in a slot, beyond a declared shared system prompt.
 size_t Scheduler::SharedPrefix(const Slot& s, const Job& job) const {
-  if (s.scope != job.cache_scope) return 0;
-  return CommonPrefix(s.cached, job.prompt);
+  const size_t common = CommonPrefix(s.cached, job.prompt);
+  if (s.scope == job.cache_scope) return common;
+  return shared_.Reusable(job.prompt, common);
+}
+
+void Scheduler::ShareSystemPrefix(std::vector<engine::Token> prefix) {
+  shared_.Add(prefix);
+  if (cache_ && cache_->Covers(kSharedScope, prefix)) return;  // warmed before a restart
+  engine::SamplingOptions greedy;
+  greedy.temperature = 0;
+  const size_t n = prefix.size();
+  auto job = std::make_shared<Job>(std::move(prefix), /*max_tokens=*/1, greedy, std::vector<std::string>{},
+                                   Clock::now() + std::chrono::minutes(10), std::vector<engine::Token>{},
+                                   kSharedScope);
+  auto queued = Submit(job);
+  if (!queued || *queued != SubmitResult::kOk) {
+    std::fprintf(stderr, "hone serve: %s: a shared system prompt of %zu tokens was not warmed: %s\n",
+                 name_.c_str(), n, queued ? "the queue is full" : queued.error().message.c_str());
+    return;
+  }
+  std::fprintf(stderr, "hone serve: %s: warming a shared system prompt of %zu tokens\n", name_.c_str(), n);
+}
+
+// The longest prefix of a prompt in the cache: its own scope's, or
+// a declared shared prefix (which any scope may restore).
+CacheMatch Scheduler::FindCached(const std::string& scope, const std::vector<engine::Token>& prompt) const {
+  if (!cache_) return {};
+  CacheMatch m = cache_->Find(scope, prompt);
+  if (shared_.empty()) return m;
+  CacheMatch s = cache_->Find(kSharedScope, prompt);
+  // Only warmed prefixes live in the shared scope; the cap is for safety.
+  s.tokens = shared_.Reusable(prompt, s.tokens);
+  return s.tokens > m.tokens ? s : m;
 }
 
 CacheMatch Scheduler::WorthRestoring(const Job& job, size_t have) {
   if (!cache_) return {};
-  const CacheMatch m = cache_->Find(job.cache_scope, job.prompt);
+  const CacheMatch m = FindCached(job.cache_scope, job.prompt);
   // The last prompt token is decoded again for its logits, as after a slot hit.
   const size_t usable = std::min(m.tokens, job.prompt.size() - 1);
   if (m.tier == CacheTier::kNone || usable < have + kMinRestoreGain) {

@@ -27,7 +27,8 @@ LoadForecast Scheduler::Forecast(const std::vector<engine::Token>& prompt, int m
                                  const std::string& scope) const {
   // The prompt cache first: it has its own lock, never taken inside another.
   Forecaster::Cached cached;
-  if (cache_ && !prompt.empty()) cached.match = cache_->Find(scope, prompt);
+  if (cache_ && !prompt.empty()) cached.match = FindCached(scope, prompt);
+  cached.shared = &shared_;
   if (cache_) cached.restore_s_per_token = cache_->RestoreSecondsPerToken(cached.match.tier);
   Forecaster::Queue q;
   q.slots = opt_.slots;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "serve/scheduler.h"
+#include "serve/shared_prefixes.h"
 
 namespace hone::serve {
 
@@ -36,11 +37,5 @@ struct Scheduler::Slot {
   Clock::time_point last_token, last_used;
   bool generating() const { return job && prefilled == job->prompt.size(); }
 };
-
-inline size_t CommonPrefix(const std::vector<engine::Token>& a, const std::vector<engine::Token>& b) {
-  size_t n = 0;
-  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
-  return n;
-}
 
 }  // namespace hone::serve

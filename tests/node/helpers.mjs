@@ -107,8 +107,10 @@ export async function post(url, body, headers = {}) {
   return { status: res.status, headers: res.headers, text, json };
 }
 
-export async function metric(url, name, model) {
-  const text = await (await fetch(url + '/metrics')).text();
+// `key`: for a server with API keys, where /metrics on the API port needs one.
+export async function metric(url, name, model, key = null) {
+  const headers = key ? { Authorization: `Bearer ${key}` } : {};
+  const text = await (await fetch(url + '/metrics', { headers })).text();
   const re = new RegExp(`^${name.replace(/[:]/g, '\\:')}\\{model_name="${model}"\\} ([0-9.e+-]+)$`, 'm');
   const m = re.exec(text);
   return m ? Number(m[1]) : null;

@@ -2,13 +2,15 @@
 // client: with one slot, a conversation whose slot went to another comes back
 // and restores its history from RAM, after a restart from disk, with the same
 // greedy answer as a server without the cache; a tenant never restores
-// another's; /hone/cache lists and clears; the metrics count each tier.
+// another's; /hone/cache lists and clears; the metrics count each tier; a
+// route's shared system prompt is warmed at start and reused by every tenant.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import OpenAI from 'openai';
-import { modelsDir, startServer, metric, TMP } from './helpers.mjs';
+import { spawnSync } from 'node:child_process';
+import { modelsDir, startServer, metric, TMP, HONE } from './helpers.mjs';
 
 const servers = [];
 after(async () => {
@@ -103,4 +105,76 @@ test('one tenant never restores another tenant\'s prefix; the same cache_salt sh
   const listing = await (await fetch(s.url + '/hone/cache', { headers: { Authorization: `Bearer ${admin}` } })).text();
   assert.ok(listing.includes('"entries"'), listing);
   assert.ok(!listing.includes(keys[0]) && !listing.includes('shared-team-7'), 'keys and salts are never listed in clear');
+});
+
+test('a route\'s shared system prompt is warmed at start, reused by every tenant, and found on disk after a restart', async () => {
+  const fresh = await serve(['--cache-ram', '0', '--cache-disk', '0']);
+  const bHistory = [{ role: 'system', content: SYSTEM }, { role: 'user', content: 'Bo: which plan has no data cap?' }];
+  const cHistory = [{ role: 'system', content: SYSTEM }, { role: 'user', content: 'Cy: how much is Plus?' }];
+  const expected = await ask(clientOf(fresh), bHistory);
+  const expectedC = await ask(clientOf(fresh), cHistory);
+  await fresh.stop();
+
+  const keys = ['sp-tenant-a', 'sp-tenant-b'];
+  const admin = 'sp-admin';
+  const dir = path.join(TMP, `shared-prompt-${process.pid}`);
+  fs.rmSync(dir, { recursive: true, force: true });
+  fs.mkdirSync(dir, { recursive: true });
+  const config = path.join(dir, 'hone.toml');
+  fs.writeFileSync(config, ['[[route]]', 'name = "support"', 'targets = ["local:tiny"]',
+    `shared_system_prompts = [${JSON.stringify(SYSTEM)}]`].join('\n') + '\n');
+  const flags = ['--config', config, '--cache-ram', '64M', '--cache-disk', '64M', '--cache-dir', path.join(dir, 'cache')];
+  const env = { HONE_API_KEYS: keys.join(','), HONE_ADMIN_KEYS: admin };
+  const s = await serve(flags, env);
+  const warmed = Number((await s.waitLog(/tiny: warming a shared system prompt of (\d+) tokens/))[1]);
+  assert.ok(warmed > 40, `the system prompt came to ${warmed} tokens`);
+  const a = clientOf(s, keys[0]), b = clientOf(s, keys[1]);
+  const support = (client, messages) => ask(client, messages, { model: 'support' });
+
+  // Tenant A's first turn already finds the warmed prefix; its conversation stays its own.
+  const aHistory = [{ role: 'system', content: SYSTEM }, { role: 'user', content: 'Ann: my router light is red.' }];
+  const aFirst = await support(a, aHistory);
+  assert.equal(aFirst.usage.prompt_tokens_details.cached_tokens, warmed);
+  const bFirst = await support(b, bHistory);
+  assert.equal(bFirst.usage.prompt_tokens_details.cached_tokens, warmed, 'tenant B reuses the shared prefix');
+  assert.equal(bFirst.choices[0].message.content, expected.choices[0].message.content,
+    'the same greedy answer as a server without any cache');
+  const asB = await support(b, aHistory);
+  assert.ok(asB.usage.prompt_tokens_details.cached_tokens <= warmed,
+    `tenant B found ${asB.usage.prompt_tokens_details.cached_tokens} tokens cached of tenant A's conversation (shared: ${warmed})`);
+
+  const listing = await (await fetch(s.url + '/hone/cache', { headers: { Authorization: `Bearer ${admin}` } })).json();
+  const shared = listing.data.find((m) => m.model === 'tiny').entries.filter((e) => e.tenant === 'shared-prefix');
+  assert.equal(shared.length, 1, JSON.stringify(listing));
+  assert.equal(shared[0].tokens, warmed);
+  await s.stop();
+
+  // After a restart the prefix comes from disk: nothing is prefilled to warm it.
+  const again = await serve(flags, env);
+  const first = await support(clientOf(again, keys[0]), cHistory);
+  assert.equal(first.usage.prompt_tokens_details.cached_tokens, warmed);
+  assert.equal(first.choices[0].message.content, expectedC.choices[0].message.content);
+  assert.ok(!/warming a shared system prompt/.test(again.log()), again.log());
+  assert.equal(await metric(again.url, 'hone_prompt_cache_disk_hits_total', 'tiny', admin), 1);
+});
+
+test('shared_system_prompts that cannot work stop the server at start with the reason', () => {
+  const dir = path.join(TMP, `shared-prompt-bad-${process.pid}`);
+  fs.mkdirSync(dir, { recursive: true });
+  const cases = [
+    [['[[upstream]]', 'name = "cloud"', 'base_url = "http://127.0.0.1:9/v1"', '[[route]]', 'name = "r"',
+      'targets = ["cloud:m"]', 'shared_system_prompts = ["You are helpful."]'], /needs a local target/],
+    [['[[route]]', 'name = "r"', 'targets = ["local:tiny"]', 'shared_system_prompts = "You are helpful."'],
+      /shared_system_prompts must be a list of strings/],
+    [['[model_options.tiny]', 'shared_system_prompts = [""]'], /list of non-empty strings/],
+    [['[model_options.nosuchmodel]', 'shared_system_prompts = ["You are helpful."]'], /nosuchmodel/],
+  ];
+  for (const [lines, why] of cases) {
+    const config = path.join(dir, 'hone.toml');
+    fs.writeFileSync(config, lines.join('\n') + '\n');
+    const r = spawnSync(HONE, ['serve', '--models', modelsDir(), '--port', '0', '--config', config],
+      { encoding: 'utf8', timeout: 30000, env: { ...process.env, XDG_STATE_HOME: dir } });
+    assert.equal(r.status, 2, `${lines.join(' | ')}\n${r.stderr}`);
+    assert.match(r.stderr, why);
+  }
 });
