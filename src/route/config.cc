@@ -207,6 +207,24 @@ Result<CanaryConfig> ReadCanary(const toml::node& cn, const std::string& where_c
   return k;
 }
 
+// shared_system_prompts: a list of non-empty strings, on a route with a local target.
+Status ReadSharedPrompts(const toml::table& t, const std::string& at, RouteConfig* r) {
+  if (const toml::node* sp = t.get("shared_system_prompts")) {
+    const toml::array* a = sp->as_array();
+    if (!a) return Bad(at, "shared_system_prompts must be a list of strings");
+    for (const auto& e : *a) {
+      auto text = e.value<std::string>();
+      if (!text || text->empty()) return Bad(at, "shared_system_prompts must be a list of non-empty strings");
+      r->shared_system_prompts.push_back(*text);
+    }
+    const bool local =
+        std::any_of(r->targets.begin(), r->targets.end(), [](const Target& x) { return x.local(); });
+    if (!local && !r->shared_system_prompts.empty())
+      return Bad(at, "shared_system_prompts needs a local target (they warm the local prompt cache)");
+  }
+  return {};
+}
+
 Result<RouteConfig> ReadRoute(const toml::table& t, const std::string& where,
                               const std::set<std::string>& ups) {
   RouteConfig r;
@@ -268,19 +286,7 @@ Result<RouteConfig> ReadRoute(const toml::table& t, const std::string& where,
     if (!k) return k.error();
     r.canary = *k;
   }
-  if (const toml::node* sp = t.get("shared_system_prompts")) {
-    const toml::array* a = sp->as_array();
-    if (!a) return Bad(at, "shared_system_prompts must be a list of strings");
-    for (const auto& e : *a) {
-      auto text = e.value<std::string>();
-      if (!text || text->empty()) return Bad(at, "shared_system_prompts must be a list of non-empty strings");
-      r.shared_system_prompts.push_back(*text);
-    }
-    const bool local =
-        std::any_of(r.targets.begin(), r.targets.end(), [](const Target& x) { return x.local(); });
-    if (!local && !r.shared_system_prompts.empty())
-      return Bad(at, "shared_system_prompts needs a local target (they warm the local prompt cache)");
-  }
+  if (Status st = ReadSharedPrompts(t, at, &r); !st) return st.error();
   std::string on_budget = "local_only";
   if (Status s = Get(t, "on_budget_exceeded", at, &on_budget); !s) return s.error();
   if (on_budget == "local_only")
