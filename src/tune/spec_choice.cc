@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <iterator>
 
 #include "engine/batch_decoder.h"
 #include "engine/drafter.h"
@@ -17,33 +18,43 @@ using Clock = std::chrono::steady_clock;
 constexpr int kCostKs[] = {0, 1, 2, 3, 4, 6, 8, 12, 16};
 constexpr int kCostReps = 7;
 
-// Median seconds of one decode of n tokens for sequence 0 after `context`.
+// Seconds of one decode of n tokens for sequence 0 after `context`.
 Result<double> TimeStep(engine::Session& s, const std::vector<engine::Token>& context, int n) {
   engine::BatchDecoder batch(s, n);
-  std::vector<double> times;
-  for (int rep = 0; rep < kCostReps; ++rep) {
-    for (int i = 0; i < n; ++i)
-      batch.Add(0, context[static_cast<size_t>(i) % context.size()], static_cast<int>(context.size()) + i,
-                true);
-    const auto t0 = Clock::now();
-    if (Status st = batch.Decode(); !st) return st.error();
-    times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-    s.TruncateSequence(0, static_cast<int>(context.size()));
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  for (int i = 0; i < n; ++i)
+    batch.Add(0, context[static_cast<size_t>(i) % context.size()], static_cast<int>(context.size()) + i,
+              true);
+  const auto t0 = Clock::now();
+  if (Status st = batch.Decode(); !st) return st.error();
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  s.TruncateSequence(0, static_cast<int>(context.size()));
+  return seconds;
 }
 
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// The repetitions go round-robin over every batch size rather than one size
+// after another: a burst of load from another process (a CI run loaded the
+// two cores for a few seconds) then slows every size alike instead of
+// inflating t(1) alone, which once gave t(4)/t(1) = 0.003.
 Status MeasureCostCurve(engine::Session& s, const std::vector<engine::Token>& context, SpecTuneResult* out) {
   s.ClearSequence(0);
   if (Status st = engine::Prefill(s, 0, context, 0); !st) return st;
-  auto one = TimeStep(s, context, 1);
-  if (!one) return one.error();
-  for (int k : kCostKs) {
-    auto t = k == 0 ? one : TimeStep(s, context, k + 1);
-    if (!t) return t.error();
-    out->cost_k.push_back(k);
-    out->cost_curve.push_back(*t / *one);
+  std::vector<std::vector<double>> times(std::size(kCostKs));
+  for (int rep = 0; rep < kCostReps; ++rep) {
+    for (size_t i = 0; i < std::size(kCostKs); ++i) {
+      auto t = TimeStep(s, context, kCostKs[i] + 1);
+      if (!t) return t.error();
+      times[i].push_back(*t);
+    }
+  }
+  const double one = Median(times[0]);
+  for (size_t i = 0; i < std::size(kCostKs); ++i) {
+    out->cost_k.push_back(kCostKs[i]);
+    out->cost_curve.push_back(i == 0 ? 1.0 : Median(times[i]) / one);
   }
   s.ClearSequence(0);
   return Status::Ok();
