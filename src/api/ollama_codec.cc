@@ -129,10 +129,14 @@ json ToolCallsJson(const std::vector<backend::ToolCall>& calls) {
 json GenerationCodec::Final(const Answer& a, const std::string& text, const backend::ChoiceResult& r) const {
   json j = Piece(a.model, text, true);
   // Ollama reports a turn that called tools as "stop".
-  j["done_reason"] = r.finish == backend::FinishReason::kToolCalls ? "stop" : backend::FinishReasonName(r.finish);
+  j["done_reason"] =
+      r.finish == backend::FinishReason::kToolCalls ? "stop" : backend::FinishReasonName(r.finish);
   j.update({{"total_duration", Ns(std::chrono::duration<double>(backend::Clock::now() - a.start).count())},
             {"load_duration", Ns(a.load_seconds)},
+            // The whole prompt, cached or not, as Ollama counts since its
+            // PR #5371; the cached part in the field Ollama's cloud reports.
             {"prompt_eval_count", r.usage.prompt_tokens},
+            {"prompt_eval_cached_count", r.usage.cached_tokens},
             {"prompt_eval_duration", Ns(r.prompt_s)},
             {"eval_count", r.usage.completion_tokens},
             {"eval_duration", Ns(r.generation_s)}});

@@ -127,6 +127,8 @@ Result<serve::PoolOptions> PoolOptionsFrom(const serve::ServeConfig& c) {
   auto cache = serve::ResolvePromptCacheBudget(c);
   if (!cache) return cache.error();
   s.cache.ram_bytes = cache->ram_bytes;
+  // One RAM budget for every model's cache (the copies of `s` share it).
+  s.cache.ram_limit = std::make_shared<serve::CacheRamLimit>(cache->ram_bytes);
   s.cache.disk_bytes = cache->disk_bytes;
   s.cache.dir = cache->disk_bytes ? cache->dir : "";
   p.draft = c.draft;
@@ -305,7 +307,7 @@ void PrintListening(const api::ServeSettings& c, const Startup& s, const serve::
     std::fprintf(stderr, "hone serve: probes (/health, /livez, /metrics) on http://%s:%d\n",
                  c.http.host.c_str(), server.probe_port());
   const serve::PromptCacheOptions& pc = s.pool.scheduler.cache;
-  std::fprintf(stderr, "hone serve: prompt cache per model: RAM %.1f GiB, disk %.1f GiB%s%s\n",
+  std::fprintf(stderr, "hone serve: prompt cache: RAM %.1f GiB for all models, disk %.1f GiB per model%s%s\n",
                pc.ram_bytes / 1073741824.0, pc.disk_bytes / 1073741824.0, pc.dir.empty() ? "" : " in ",
                pc.dir.c_str());
   std::fprintf(stderr, "hone serve: %zu model(s), %d slots x %d ctx; auth %s; listening on http://%s:%d\n",

@@ -86,7 +86,7 @@ std::vector<backend::PromptCacheView> LocalModelAdmin::PromptCaches(const std::s
     PromptCache& cache = *m->scheduler->prompt_cache();
     backend::PromptCacheView v{.model = m->name,
                                .ram_bytes = cache.ram_bytes(),
-                               .ram_limit_bytes = cache.options().ram_bytes,
+                               .ram_limit_bytes = cache.ram_limit_bytes(),
                                .disk_bytes = cache.disk_bytes(),
                                .disk_limit_bytes = cache.options().disk_bytes,
                                .entries = {}};

@@ -51,7 +51,11 @@ std::string CacheScope(const std::string& tenant, const std::string& cache_salt)
 }
 
 PromptCache::PromptCache(PromptCacheOptions options, Metrics* metrics, std::string model_name)
-    : opt_(std::move(options)), metrics_(metrics), model_(std::move(model_name)) {
+    : opt_(std::move(options)),
+      ram_limit_(opt_.ram_limit ? opt_.ram_limit : std::make_shared<CacheRamLimit>(opt_.ram_bytes)),
+      metrics_(metrics),
+      model_(std::move(model_name)) {
+  ram_limit_->Join(this);
   if (opt_.disk_bytes > 0 && !opt_.dir.empty()) IndexDisk();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -61,12 +65,14 @@ PromptCache::PromptCache(PromptCacheOptions options, Metrics* metrics, std::stri
 }
 
 PromptCache::~PromptCache() {
+  ram_limit_->Leave(this);
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
-  if (writer_.joinable()) writer_.join();  // the writer empties its queue first
+  if (writer_.joinable()) writer_.join();                // the writer empties its queue first
+  ram_limit_->Charge(-static_cast<int64_t>(ram_used_));  // the other models may use it now
   if (metrics_) {
     for (CacheTier t : {CacheTier::kRam, CacheTier::kDisk}) metrics_->Set(TierMetric(t, "bytes"), model_, 0);
   }
@@ -224,7 +230,7 @@ void PromptCache::Drop(uint64_t id) {
 
 void PromptCache::Put(const std::string& scope, std::vector<Token> tokens, std::vector<uint8_t> state) {
   if (tokens.size() < opt_.min_tokens || state.empty()) return;
-  if (opt_.ram_bytes == 0 && !disk_on_) return;
+  if (ram_limit_->limit() == 0 && !disk_on_) return;
   std::vector<std::string> doomed;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -252,10 +258,10 @@ void PromptCache::Put(const std::string& scope, std::vector<Token> tokens, std::
     e.tokens = std::move(tokens);
     e.created = WallClock::now();
     e.used = SteadyClock::now();
-    ram_used_ += e.bytes;
+    AddRamLocked(static_cast<int64_t>(e.bytes));
     // Bytes waiting for a slow disk are held beside the RAM tier: past a
     // bound the entry stays in RAM only, so RSS stays near --cache-ram.
-    if (disk_on_ && queued_bytes_ + e.bytes <= std::max<uint64_t>(opt_.ram_bytes / 4, kMinQueuedBytes)) {
+    if (disk_on_ && queued_bytes_ + e.bytes <= std::max<uint64_t>(ram_limit_->limit() / 4, kMinQueuedBytes)) {
       e.writing = true;
       queued_bytes_ += e.bytes;
       writes_.push_back({e.id, e.scope, e.tokens, e.state, WallMs(e.created)});
@@ -263,30 +269,42 @@ void PromptCache::Put(const std::string& scope, std::vector<Token> tokens, std::
       metrics_->Add(TierMetric(CacheTier::kDisk, "writes_skipped_total"), model_);
     }
     entries_.push_back(std::move(e));
-    EvictRamLocked();
     UpdateGaugesLocked();
   }
   cv_.notify_all();
+  ram_limit_->Enforce();  // outside mu_: it may evict from this cache or another model's
   Delete(doomed);
 }
 
-// Least recently used first. An entry on disk (or on its way there) only
-// leaves RAM; one with nowhere to go is dropped.
-void PromptCache::EvictRamLocked() {
-  for (auto it = entries_.begin(); ram_used_ > opt_.ram_bytes && it != entries_.end();) {
-    if (!it->state) {
-      ++it;
-      continue;
-    }
-    ram_used_ -= it->bytes;
-    it->state.reset();  // a queued write still holds the bytes until they are on disk
-    if (metrics_) metrics_->Add(TierMetric(CacheTier::kRam, "evictions_total"), model_);
-    if (it->file.empty() && !it->writing) {
-      it = entries_.erase(it);
-    } else {
-      ++it;
-    }
+std::optional<SteadyClock::time_point> PromptCache::OldestRamUse() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Entry& e : entries_) {
+    if (e.state) return e.used;  // entries_ runs from least to most recently used
   }
+  return std::nullopt;
+}
+
+bool PromptCache::EvictOldestRam() {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = std::find_if(entries_.begin(), entries_.end(), [](const Entry& e) { return e.state != nullptr; });
+  if (it == entries_.end()) return false;
+  EvictRamLocked(it);
+  UpdateGaugesLocked();
+  return true;
+}
+
+// An entry on disk (or on its way there) only leaves RAM; one with nowhere
+// to go is dropped.
+void PromptCache::EvictRamLocked(std::list<Entry>::iterator it) {
+  AddRamLocked(-static_cast<int64_t>(it->bytes));
+  it->state.reset();  // a queued write still holds the bytes until they are on disk
+  if (metrics_) metrics_->Add(TierMetric(CacheTier::kRam, "evictions_total"), model_);
+  if (it->file.empty() && !it->writing) entries_.erase(it);
+}
+
+void PromptCache::AddRamLocked(int64_t bytes) {
+  ram_used_ += static_cast<uint64_t>(bytes);
+  ram_limit_->Charge(bytes);
 }
 
 void PromptCache::EvictDiskLocked(std::vector<std::string>* doomed) {
@@ -308,7 +326,7 @@ void PromptCache::EvictDiskLocked(std::vector<std::string>* doomed) {
 }
 
 void PromptCache::EraseLocked(std::list<Entry>::iterator it, std::vector<std::string>* doomed) {
-  if (it->state) ram_used_ -= it->bytes;
+  if (it->state) AddRamLocked(-static_cast<int64_t>(it->bytes));
   if (!it->file.empty()) {
     disk_used_ -= it->bytes;
     doomed->push_back(it->file);

@@ -25,11 +25,13 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "serve/cache_ram_limit.h"
 #include "serve/metrics.h"
 #include "util/result.h"
 
@@ -39,7 +41,10 @@ enum class CacheTier { kNone, kRam, kDisk };
 const char* CacheTierName(CacheTier t);  // "none", "ram", "disk"
 
 struct PromptCacheOptions {
-  uint64_t ram_bytes = 0;   // RAM tier budget; 0: no RAM tier (entries go straight to disk)
+  uint64_t ram_bytes = 0;  // RAM tier budget; 0: no RAM tier (entries go straight to disk)
+  // The server's one RAM budget, shared by every model's cache; null: a
+  // budget of ram_bytes for this cache alone.
+  std::shared_ptr<CacheRamLimit> ram_limit;
   uint64_t disk_bytes = 0;  // disk tier budget; 0: no disk tier
   std::string dir;          // the disk tier's folder for this model (created if missing)
   // Whatever changes the state's bytes: model file hash, llama.cpp commit,
@@ -102,7 +107,13 @@ class PromptCache {
   void Clear();  // both tiers, files included
   void Flush();  // returns once every queued write is on disk (or failed)
   uint64_t ram_bytes() const;
+  uint64_t ram_limit_bytes() const { return ram_limit_->limit(); }  // shared with the other models
   uint64_t disk_bytes() const;
+
+  // For CacheRamLimit: when this cache's least recently used RAM entry was
+  // last used (none: nothing in RAM), and evicting it (false: nothing to evict).
+  std::optional<std::chrono::steady_clock::time_point> OldestRamUse() const;
+  bool EvictOldestRam();
   const PromptCacheOptions& options() const { return opt_; }
 
  private:
@@ -130,7 +141,8 @@ class PromptCache {
   // The four below need mu_.
   std::list<Entry>::iterator FindId(uint64_t id);
   uint64_t NewIdLocked();  // random: two caches on one folder (a reload racing an unload) never share a name
-  void EvictRamLocked();
+  void EvictRamLocked(std::list<Entry>::iterator it);  // moves one entry out of RAM
+  void AddRamLocked(int64_t bytes);                    // ram_used_ and the shared limit
   // Files to delete (outside the lock) for disk entries beyond the budget.
   void EvictDiskLocked(std::vector<std::string>* doomed);
   void EraseLocked(std::list<Entry>::iterator it, std::vector<std::string>* doomed);
@@ -138,6 +150,7 @@ class PromptCache {
   void Delete(const std::vector<std::string>& files);
 
   const PromptCacheOptions opt_;
+  const std::shared_ptr<CacheRamLimit> ram_limit_;
   Metrics* metrics_;
   const std::string model_;
   bool disk_on_ = false;  // set once in the constructor

@@ -107,6 +107,32 @@ TEST(PromptCacheBook, RamIsLeastRecentlyUsedByBytes) {
   EXPECT_EQ(c.Find("a", Seq(100, 12)).tier, CacheTier::kNone);  // no disk tier: dropped
 }
 
+// --cache-ram bounds all models together: the least recently used entry of
+// any model leaves RAM first, and an unloaded model's bytes are free again.
+TEST(PromptCacheBook, OneRamLimitIsSharedByEveryModelsCache) {
+  auto limit = std::make_shared<CacheRamLimit>(250);
+  PromptCacheOptions o = Ram(250);
+  o.ram_limit = limit;
+  PromptCache a(o, nullptr, "a");
+  auto b = std::make_unique<PromptCache>(o, nullptr, "b");
+  a.Put("t", Seq(0, 10), std::vector<uint8_t>(100));
+  b->Put("t", Seq(100, 10), std::vector<uint8_t>(100));
+  ASSERT_TRUE(a.Load(a.Find("t", Seq(0, 12))));  // model a's entry is used again
+  a.Put("t", Seq(200, 10), std::vector<uint8_t>(100));
+  EXPECT_EQ(limit->used(), 200u);
+  EXPECT_EQ(b->Find("t", Seq(100, 12)).tier, CacheTier::kNone);  // model b's was the oldest
+  EXPECT_EQ(a.Find("t", Seq(0, 12)).tier, CacheTier::kRam);
+  EXPECT_EQ(a.Find("t", Seq(200, 12)).tier, CacheTier::kRam);
+  b->Put("t", Seq(300, 10), std::vector<uint8_t>(100));  // evicts a's least recently used
+  EXPECT_EQ(a.ram_bytes() + b->ram_bytes(), 200u);
+  EXPECT_EQ(a.Find("t", Seq(0, 12)).tier, CacheTier::kNone);
+  b.reset();  // the model is unloaded: its bytes go back to the others
+  EXPECT_EQ(limit->used(), a.ram_bytes());
+  a.Put("t", Seq(400, 10), std::vector<uint8_t>(100));
+  EXPECT_EQ(a.ram_bytes(), 200u);
+  EXPECT_EQ(a.Find("t", Seq(200, 12)).tier, CacheTier::kRam);
+}
+
 TEST(PromptCacheBook, DiskEntriesSurviveAndAnotherKeysAreDeleted) {
   const std::string dir = TempDir("keys");
   PromptCacheOptions o = Disk(dir);  // no RAM: straight to disk

@@ -1,7 +1,8 @@
 // The prompt cache beyond the slots (issue 26), through the official `openai`
 // client: with one slot, a conversation whose slot went to another comes back
 // and restores its history from RAM, after a restart from disk, with the same
-// greedy answer as a server without the cache; a tenant never restores
+// greedy answer as a server without the cache (the Ollama API says how much
+// was cached too); a tenant never restores
 // another's; /hone/cache lists and clears; the metrics count each tier; a
 // route's shared system prompt is warmed at start and reused by every tenant.
 import { test, after } from 'node:test';
@@ -9,6 +10,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import OpenAI from 'openai';
+import { Ollama } from 'ollama';
 import { spawnSync } from 'node:child_process';
 import { modelsDir, startServer, metric, TMP, HONE } from './helpers.mjs';
 
@@ -71,6 +73,12 @@ test('a returning conversation restores its history from RAM, then from disk aft
   assert.equal(afterRestart.choices[0].message.content, expected.choices[0].message.content);
   assert.ok(afterRestart.usage.prompt_tokens_details.cached_tokens >= firstPrompt);
   assert.equal(await metric(restarted.url, 'hone_prompt_cache_disk_hits_total', 'tiny'), 1);
+  // The Ollama API counts the whole prompt, as Ollama does, and says how much was cached.
+  const viaOllama = await new Ollama({ host: restarted.url }).chat({
+    model: 'tiny', messages: history, options: { temperature: 0, num_predict: 8 } });
+  assert.equal(viaOllama.prompt_eval_count, afterRestart.usage.prompt_tokens);
+  assert.ok(viaOllama.prompt_eval_cached_count >= firstPrompt,
+    `prompt_eval_cached_count ${viaOllama.prompt_eval_cached_count}; the first turn had ${firstPrompt}`);
   const cleared = await (await fetch(restarted.url + '/hone/cache', { method: 'DELETE' })).json();
   assert.ok(cleared.cleared_entries >= 1);
   const empty = await (await fetch(restarted.url + '/hone/cache')).json();
