@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -11,6 +12,7 @@
 #include "quant/bench.h"
 #include "quant/files.h"
 #include "quant/report.h"
+#include "tune/spec_choice.h"
 #include "util/format.h"
 #include "util/progress.h"
 #include "util/units.h"
@@ -29,6 +31,7 @@ struct BenchArgs {
   bool no_cache = false;
   bool no_speed = false;
   bool json = false;
+  std::string spec_prompts;  // a file, one prompt per line
 };
 
 std::string MachineLine() {
@@ -58,6 +61,17 @@ int Run(BenchArgs& a) {
     a.opt.cache_dir = std::string(home ? home : "/tmp") + "/.cache/hone/bench";
   }
   if (a.no_cache) a.opt.cache_dir.clear();
+  if (!a.spec_prompts.empty()) {
+    std::ifstream f(a.spec_prompts);
+    if (!f) return Fail("cannot read " + a.spec_prompts, 2);
+    for (std::string line; std::getline(f, line);)
+      if (!line.empty()) a.opt.spec_prompts.push_back(line);
+    if (a.opt.spec_prompts.empty()) return Fail(a.spec_prompts + " holds no prompt", 2);
+  }
+  if (!a.opt.draft.empty() && a.opt.spec.empty()) a.opt.spec = "draft-simple";
+  if (!a.opt.spec.empty()) {
+    if (auto m = tune::ParseSpecMode(a.opt.spec, !a.opt.draft.empty()); !m) return Fail(m.error().message, 2);
+  }
   a.opt.speed = !a.no_speed;
   a.opt.quiet = a.json;
   if (a.json || !ProgressBar::StderrIsTerminal()) ProgressBar::SetEnabled(!a.json);
@@ -115,6 +129,11 @@ Runner AddBenchCommand(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--no-speed", a->no_speed, "Skip the speed measurement");
+  cmd->add_option("--spec", a->opt.spec,
+                  "Speculative decoding per model: ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod or "
+                  "draft-simple, against none");
+  cmd->add_option("--draft", a->opt.draft, "Draft model for --spec draft-simple (same vocabulary)");
+  cmd->add_option("--spec-prompts", a->spec_prompts, "--spec: prompts, one per line (default: hone tune's)");
   cmd->add_flag(
       "--no-profile", [a](int64_t) { a->opt.use_profile = false; }, "Ignore tuned profiles from hone tune");
   cmd->add_option("--max-ram", a->max_ram, "Recommendation: most memory (e.g. 2G)");

@@ -64,6 +64,12 @@ std::string SettingsKey(const BenchOptions& opt, const std::string& corpus_hash,
                       {"corpus", corpus_hash},
                       {"ref", ref_hash},
                       {"eval", eval_hash}};
+  if (!opt.spec.empty()) {  // absent otherwise: rows cached before --spec existed stay valid
+    k["spec"] = opt.spec;
+    auto draft_hash = opt.draft.empty() ? Result<std::string>(std::string()) : HashFile(opt.draft);
+    k["draft"] = draft_hash ? *draft_hash : opt.draft;
+    k["spec_prompts"] = opt.spec_prompts;
+  }
   return k.dump();
 }
 

@@ -30,6 +30,10 @@ struct BenchOptions {
   bool use_profile = true;  // apply `hone tune`'s profile for a model when one exists
   std::string cache_dir;    // empty = no cache
   bool quiet = false;
+  // Speculative decoding per model (--spec MODE, --draft MODEL): MODE
+  // against none on spec_prompts (empty: tune's default prompts).
+  std::string spec, draft;
+  std::vector<std::string> spec_prompts;
 };
 
 struct TaskResult {
@@ -59,6 +63,13 @@ struct ModelRow {
   bool has_kld = false;
   KldStats kld;
   std::vector<TaskResult> tasks;
+  // speculation (--spec): decode tok/s with it, its speedup over none
+  // (paired, mean and 95% CI), the share of drafts kept, and how many of the
+  // greedy generations differed from none's (0: token-identical on this type)
+  bool has_spec = false;
+  std::string spec_mode, spec_error;
+  double spec_tps = 0, spec_speedup = 0, spec_speedup_ci = 0, spec_acceptance = 0;
+  int spec_generations = 0, spec_differing = 0;
   int tasks_passed() const;
   double pass_rate() const { return tasks.empty() ? 0 : static_cast<double>(tasks_passed()) / tasks.size(); }
 };

@@ -13,6 +13,7 @@
 #include "engine/model.h"
 #include "engine/tokenizer.h"
 #include "tune/profile.h"
+#include "tune/spec_choice.h"
 #include "util/stats.h"
 
 namespace hone::quant {
@@ -82,6 +83,34 @@ Status MeasureSpeed(engine::Session& s, const engine::Tokenizer& tok, const Benc
   row.decode_ci = b.ci95;
   row.ttft_ms = c.mean;
   return Status::Ok();
+}
+
+// Speculation on this model's type: a failure (a draft of another
+// vocabulary) is the row's spec_error, never the row's failure.
+void MeasureSpec(engine::Session& s, const engine::LoadOptions& lo, const BenchOptions& opt, ModelRow& row) {
+  row.has_spec = true;
+  row.spec_mode = opt.spec;
+  auto option = tune::ParseSpecMode(opt.spec, !opt.draft.empty());
+  if (option && option->mode == "draft-simple") {
+    if (Status st = tune::CheckDraft(row.path, opt.draft); !st) option = st.error();
+  }
+  tune::SpecTuneRequest req;
+  req.draft = opt.draft;
+  req.prompts = opt.spec_prompts;
+  req.gen_tokens = opt.gen_tokens;
+  req.reps = opt.reps;
+  auto r =
+      option ? tune::MeasureSpecOption(s, lo, req, *option) : Result<tune::SpecBenchResult>(option.error());
+  if (!r) {
+    row.spec_error = r.error().message;
+    return;
+  }
+  row.spec_tps = r->option.tps.mean;
+  row.spec_speedup = r->option.speedup.mean;
+  row.spec_speedup_ci = r->option.speedup.ci95;
+  row.spec_acceptance = r->option.acceptance;
+  row.spec_generations = r->generations;
+  row.spec_differing = r->differing;
 }
 
 Status RunTasks(engine::Session& s, const engine::Tokenizer& tok, const std::vector<EvalItem>& items,
@@ -175,12 +204,15 @@ ModelRow MeasureModel(const std::string& path, const MeasureInputs& in) {
   engine::Tokenizer tok(**model);
 
   so.n_ctx = std::max(opt.ctx, opt.prompt_tokens + opt.gen_tokens + 8);
+  // --spec: room for a prompt, the answer and drafts past it.
+  if (!opt.spec.empty()) so.n_ctx = std::max<uint32_t>(so.n_ctx, 256 + opt.gen_tokens + 17);
   if (row.profile.empty()) so.n_batch = std::max<uint32_t>(so.n_ctx, 512);
   auto session = engine::Session::Create(*model, so);
   if (!session) return fail(session.error());
   if (opt.speed) {
     if (Status s = MeasureSpeed(**session, tok, opt, row); !s.ok()) return fail(s.error());
   }
+  if (!opt.spec.empty()) MeasureSpec(**session, lo, opt, row);
   if (in.corpus) {
     PplOptions po{opt.ctx, opt.chunks};
     auto r = Perplexity(**session, *in.corpus, po, in.make_ref, in.ref);

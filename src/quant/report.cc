@@ -106,6 +106,16 @@ nlohmann::json RowToJson(const ModelRow& r) {
                       {"ppl_err", r.ppl_err},
                       {"has_kld", r.has_kld},
                       {"tasks", tasks}};
+  if (r.has_spec) {
+    j["spec"] = {{"mode", r.spec_mode},
+                 {"error", r.spec_error},
+                 {"tps", r.spec_tps},
+                 {"speedup", r.spec_speedup},
+                 {"speedup_ci", r.spec_speedup_ci},
+                 {"acceptance", r.spec_acceptance},
+                 {"generations", r.spec_generations},
+                 {"differing", r.spec_differing}};
+  }
   j["kld"] = {{"mean", r.kld.mean}, {"median", r.kld.median},       {"p99", r.kld.p99},
               {"max", r.kld.max},   {"same_top1", r.kld.same_top1}, {"positions", r.kld.positions}};
   return j;
@@ -139,6 +149,18 @@ ModelRow RowFromJson(const nlohmann::json& j) {
     const auto& k = j["kld"];
     r.kld = {k.value("mean", 0.0), k.value("median", 0.0),    k.value("p99", 0.0),
              k.value("max", 0.0),  k.value("same_top1", 0.0), k.value("positions", 0)};
+  }
+  if (j.contains("spec") && j["spec"].is_object()) {
+    const auto& sp = j["spec"];
+    r.has_spec = true;
+    r.spec_mode = sp.value("mode", "");
+    r.spec_error = sp.value("error", "");
+    r.spec_tps = sp.value("tps", 0.0);
+    r.spec_speedup = sp.value("speedup", 0.0);
+    r.spec_speedup_ci = sp.value("speedup_ci", 0.0);
+    r.spec_acceptance = sp.value("acceptance", 0.0);
+    r.spec_generations = sp.value("generations", 0);
+    r.spec_differing = sp.value("differing", 0);
   }
   for (const auto& t : j.value("tasks", nlohmann::json::array())) {
     r.tasks.push_back({t.value("id", ""), t.value("kind", ""), t.value("lang", ""), t.value("pass", false),
@@ -228,6 +250,49 @@ Recommendation Recommend(const std::vector<ModelRow>& rows, const Constraints& c
   return rec;
 }
 
+namespace {
+
+// One line per model measured with --spec: how speculation does on its type.
+std::string SpecSection(const std::vector<ModelRow>& rows, bool markdown) {
+  std::ostringstream o;
+  bool any = false;
+  for (const ModelRow& r : rows) {
+    if (!r.ok || !r.has_spec) continue;
+    if (!any) {
+      o << (markdown ? "\n**Speculative decoding** (`--spec " : "\nSpeculative decoding (--spec ")
+        << r.spec_mode << (markdown ? "`" : "")
+        << ", greedy, paired with none; identical: greedy tokens equal none's):\n";
+      if (markdown)
+        o << "\n| model | decode tok/s | speedup over none | drafts kept | identical "
+             "|\n|---|---|---|---|---|\n";
+      any = true;
+    }
+    std::string cells[4];
+    if (!r.spec_error.empty()) {
+      cells[0] = "failed: " + r.spec_error;
+    } else {
+      cells[0] = Fmt("%.1f", r.spec_tps);
+      cells[1] = Fmt("%.2f", r.spec_speedup) + " ± " + Fmt("%.2f", r.spec_speedup_ci);
+      cells[2] = Fmt("%.1f%%", 100 * r.spec_acceptance);
+      cells[3] =
+          std::to_string(r.spec_generations - r.spec_differing) + "/" + std::to_string(r.spec_generations);
+    }
+    if (markdown) {
+      o << "| " << RowLabel(r) << " | " << cells[0] << " | " << cells[1] << " | " << cells[2] << " | "
+        << cells[3] << " |\n";
+    } else {
+      char line[512];
+      std::snprintf(line, sizeof line, "   %-14s %10s tok/s  speedup %-12s kept %-7s identical %s\n",
+                    RowLabel(r).c_str(), cells[0].c_str(), cells[1].c_str(), cells[2].c_str(),
+                    cells[3].c_str());
+      o << line;
+    }
+  }
+  return o.str();
+}
+
+}  // namespace
+
 std::string TerminalTable(const BenchResult& b, const std::vector<size_t>& frontier) {
   std::ostringstream o;
   char line[512];
@@ -253,6 +318,7 @@ std::string TerminalTable(const BenchResult& b, const std::vector<size_t>& front
     o << line;
   }
   o << "* = on the Pareto frontier (speed, quality, size); R = reference for KLD\n";
+  o << SpecSection(b.rows, false);
   return o.str();
 }
 
@@ -289,6 +355,7 @@ std::string MarkdownReport(const BenchResult& b, const std::vector<size_t>& fron
          "the speed ranking can differ from AVX2 machines (Q8_0 and Q4_0 prefill fastest): the "
          "recommendation uses the speeds measured here.\n";
   }
+  o << SpecSection(b.rows, true);
   o << "\n**Recommendation:** " << rec.reason << "\n";
   return o.str();
 }
@@ -338,7 +405,9 @@ nlohmann::json JsonReport(const BenchResult& b, const std::vector<size_t>& front
             {"threads", o.threads},
             {"prompt_tokens", o.prompt_tokens},
             {"gen_tokens", o.gen_tokens},
-            {"reps", o.reps}}},
+            {"reps", o.reps},
+            {"spec", o.spec},
+            {"draft", o.draft}}},
           {"rows", rows},
           {"recommendation",
            {{"label", rec.index >= 0 ? RowLabel(b.rows[rec.index]) : ""},

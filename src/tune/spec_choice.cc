@@ -98,6 +98,7 @@ Result<std::unique_ptr<engine::Drafter>> DrafterFor(const SpecOption& o, engine:
 struct Run {
   double tps = 0;
   int drafted = 0, kept = 0;
+  std::vector<engine::Token> tokens;
 };
 Result<Run> Generate(engine::Session& s, const std::vector<engine::Token>& prompt, int n,
                      engine::Drafter* d) {
@@ -109,7 +110,7 @@ Result<Run> Generate(engine::Session& s, const std::vector<engine::Token>& promp
   r.spec_max = d ? 16 : 1;
   auto g = engine::Generate(s, r);
   if (!g) return g.error();
-  return Run{g->gen_tps(), g->draft_tokens, g->accepted_tokens};
+  return Run{g->gen_tps(), g->draft_tokens, g->accepted_tokens, std::move(g->tokens)};
 }
 
 // Paired rounds of greedy generation: every prompt once per option in
@@ -243,6 +244,65 @@ Result<SpecTuneResult> TuneSpeculation(engine::Session& session, const engine::L
   c.speedup = chosen.speedup.mean;
   c.acceptance = chosen.acceptance;
   c.cost_curve = out.cost_curve;
+  return out;
+}
+
+Result<SpecOption> ParseSpecMode(const std::string& mode, bool has_draft) {
+  for (const SpecOption& o : Options(true)) {
+    if (o.mode != mode || o.mode == "none") continue;
+    if (mode == "draft-simple" && !has_draft)
+      return MakeError(ErrorCode::kInvalidArgument, "--spec draft-simple needs --draft MODEL");
+    return Option(o.mode.c_str(), 0);  // llama.cpp's defaults: its n-gram size, 16 drafts at most
+  }
+  return MakeError(ErrorCode::kInvalidArgument, "--spec " + mode +
+                                                    ": expected ngram-simple, ngram-map-k, ngram-map-k4v, "
+                                                    "ngram-mod or draft-simple");
+}
+
+Result<SpecBenchResult> MeasureSpecOption(engine::Session& session, const engine::LoadOptions& load,
+                                          const SpecTuneRequest& req, const SpecOption& option) {
+  engine::Tokenizer tok(session.model());
+  std::vector<std::vector<engine::Token>> prompts;
+  for (const std::string& p : req.prompts.empty() ? DefaultSpecPrompts() : req.prompts) {
+    auto t = tok.Encode(p, true, false);
+    if (!t) return t.error();
+    prompts.push_back(*t);
+  }
+  std::shared_ptr<engine::Model> draft;
+  if (option.mode == "draft-simple") {
+    auto m = engine::Model::Load(req.draft, load);
+    if (!m) return MakeError(m.error().code, "the draft model: " + m.error().message);
+    draft = *m;
+  }
+  auto drafter = DrafterFor(option, session, draft);
+  if (!drafter) return MakeError(drafter.error().code, option.Key() + ": " + drafter.error().message);
+  SpecBenchResult out;
+  out.option = option;
+  std::vector<double> none_tps, tps, ratio;
+  int drafted = 0, kept = 0;
+  for (int rep = 0; rep < req.reps; ++rep) {
+    for (const auto& prompt : prompts) {
+      // Alternating which goes first: neither always runs on warmer caches.
+      const bool spec_first = (out.generations % 2) == 1;
+      Result<Run> a = Generate(session, prompt, req.gen_tokens, spec_first ? drafter->get() : nullptr);
+      if (!a) return a.error();
+      Result<Run> b = Generate(session, prompt, req.gen_tokens, spec_first ? nullptr : drafter->get());
+      if (!b) return b.error();
+      const Run& plain = spec_first ? *b : *a;
+      const Run& spec = spec_first ? *a : *b;
+      none_tps.push_back(plain.tps);
+      tps.push_back(spec.tps);
+      if (plain.tps > 0) ratio.push_back(spec.tps / plain.tps);
+      drafted += spec.drafted, kept += spec.kept;
+      ++out.generations;
+      out.differing += spec.tokens != plain.tokens;
+    }
+  }
+  out.none_tps = Summarize(none_tps);
+  out.option.tps = Summarize(tps);
+  out.option.speedup = Summarize(ratio);
+  out.option.drafted = drafted;
+  out.option.acceptance = drafted > 0 ? static_cast<double>(kept) / drafted : 0;
   return out;
 }
 

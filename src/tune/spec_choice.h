@@ -70,6 +70,22 @@ Result<SpecTuneResult> TuneSpeculation(const std::string& model_path, const Conf
                                        const SpecTuneRequest& request,
                                        const std::function<void(int, int, const std::string&)>& progress);
 
+// `hone bench --spec`: one option against none on a loaded session, in
+// paired rounds over the prompts, and whether its greedy tokens equal
+// none's (a model type whose batch kernels round differently from single
+// steps would show it here).
+struct SpecBenchResult {
+  SpecOption option;  // its tok/s, speedup over none, acceptance
+  Summary none_tps;
+  int generations = 0;  // pairs compared
+  int differing = 0;    // of those, greedy tokens not equal to none's
+};
+// "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", or
+// "draft-simple" (needs a draft model), with llama.cpp's defaults.
+Result<SpecOption> ParseSpecMode(const std::string& mode, bool has_draft);
+Result<SpecBenchResult> MeasureSpecOption(engine::Session& session, const engine::LoadOptions& load,
+                                          const SpecTuneRequest& request, const SpecOption& option);
+
 // Before any measuring: the draft model loads and shares the target's
 // vocabulary (llama.cpp's rule), else a clear error.
 Status CheckDraft(const std::string& model_path, const std::string& draft_path);

@@ -225,6 +225,47 @@ TEST(Bench, RerunUsesTheCache) {
   EXPECT_DOUBLE_EQ(a["rows"][1]["kld"]["mean"].get<double>(), b["rows"][1]["kld"]["mean"].get<double>());
 }
 
+// --spec: speculation measured per quantized type against none, with the
+// share of drafts kept and whether greedy tokens stayed identical on that
+// type's batch kernels (the f32 model drafting for its own Q8_0 is right
+// nearly always); a draft of another vocabulary is that row's error only.
+TEST(Bench, SpecReportsAcceptanceAndGreedyIdentityPerQuantization) {
+  const std::string common =
+      " --no-tasks --no-cache --reps 2 --gen-tokens 24 --json --results " + TempPath("bench-spec");
+  auto r = RunCommand(Hone("bench " + LabDir() + "/stories260K.Q8_0.gguf " + LabDir() +
+                           "/stories260K.Q4_0.gguf --spec draft-simple --draft " +
+                           SharedModel("stories260K.gguf") + common));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = JsonOf(r);
+  ASSERT_EQ(j["rows"].size(), 2u) << r.output;
+  for (const auto& row : j["rows"]) {
+    const auto& sp = row["spec"];
+    ASSERT_TRUE(sp.is_object()) << row.dump();
+    EXPECT_EQ(sp["error"], "") << row.dump();
+    EXPECT_EQ(sp["mode"], "draft-simple");
+    EXPECT_EQ(sp["generations"], 6) << row.dump();  // 2 reps x 3 prompts
+    EXPECT_EQ(sp["differing"], 0) << "greedy output changed with speculation on " << row["label"];
+    EXPECT_GT(sp["tps"].get<double>(), 0);
+    EXPECT_GT(sp["acceptance"].get<double>(), 0.3) << row.dump();
+  }
+  for (const auto& row : j["rows"]) {
+    if (row["label"] == "Q8_0")
+      EXPECT_GT(row["spec"]["acceptance"].get<double>(), 0.9) << "the draft's own Q8_0";
+  }
+
+  r = RunCommand(Hone("bench " + LabDir() + "/stories260K.Q8_0.gguf --draft " +
+                      SharedModel("llama-2-tiny-random.gguf") + common));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  j = JsonOf(r);
+  EXPECT_TRUE(j["rows"][0]["ok"].get<bool>());
+  EXPECT_NE(j["rows"][0]["spec"]["error"].get<std::string>().find("cannot draft for this model"),
+            std::string::npos)
+      << r.output;
+  r = RunCommand(Hone("bench " + LabDir() + "/stories260K.Q8_0.gguf --spec ngram-bogus" + common));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("expected ngram-simple"), std::string::npos) << r.output;
+}
+
 // hone's imatrix file is accepted by the peer llama-quantize and by hone.
 TEST(Imatrix, PeerQuantizeAcceptsIt) {
   const std::string model = SharedModel("tinystories-d256-l4-f32.gguf");
