@@ -168,6 +168,19 @@ size_t BestPaying(const std::vector<SpecOption>& opts) {
   return best;
 }
 
+// The request's prompts (else the default ones) in the target's tokens.
+Result<std::vector<std::vector<engine::Token>>> TokenizePrompts(engine::Session& session,
+                                                                const SpecTuneRequest& req) {
+  engine::Tokenizer tok(session.model());
+  std::vector<std::vector<engine::Token>> prompts;
+  for (const std::string& p : req.prompts.empty() ? DefaultSpecPrompts() : req.prompts) {
+    auto t = tok.Encode(p, true, false);
+    if (!t) return t.error();
+    prompts.push_back(*t);
+  }
+  return prompts;
+}
+
 }  // namespace
 
 std::string SpecOption::Key() const {
@@ -200,14 +213,9 @@ Result<SpecTuneResult> TuneSpeculation(engine::Session& session, const engine::L
                                        const SpecTuneRequest& req,
                                        const std::function<void(int, int, const std::string&)>& progress) {
   SpecTuneResult out;
-  engine::Tokenizer tok(session.model());
-  std::vector<std::vector<engine::Token>> prompts;
-  for (const std::string& p : req.prompts.empty() ? DefaultSpecPrompts() : req.prompts) {
-    auto t = tok.Encode(p, true, false);
-    if (!t) return t.error();
-    prompts.push_back(*t);
-  }
-  if (Status st = MeasureCostCurve(session, prompts[0], &out); !st) return st.error();
+  auto prompts = TokenizePrompts(session, req);
+  if (!prompts) return prompts.error();
+  if (Status st = MeasureCostCurve(session, (*prompts)[0], &out); !st) return st.error();
   std::shared_ptr<engine::Model> draft;
   if (!req.draft.empty()) {
     auto m = engine::Model::Load(req.draft, load);
@@ -221,7 +229,7 @@ Result<SpecTuneResult> TuneSpeculation(engine::Session& session, const engine::L
     if (!d) return MakeError(d.error().code, out.options[i].Key() + ": " + d.error().message);
     drafters[i] = std::move(*d);
   }
-  Rounds rounds{session, prompts, drafters, req, progress, req.reps * static_cast<int>(prompts.size()) * 2};
+  Rounds rounds{session, *prompts, drafters, req, progress, req.reps * static_cast<int>(prompts->size()) * 2};
   std::vector<size_t> all(out.options.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
   if (Status st = rounds.Measure(all, &out.options); !st) return st.error();
@@ -261,13 +269,8 @@ Result<SpecOption> ParseSpecMode(const std::string& mode, bool has_draft) {
 
 Result<SpecBenchResult> MeasureSpecOption(engine::Session& session, const engine::LoadOptions& load,
                                           const SpecTuneRequest& req, const SpecOption& option) {
-  engine::Tokenizer tok(session.model());
-  std::vector<std::vector<engine::Token>> prompts;
-  for (const std::string& p : req.prompts.empty() ? DefaultSpecPrompts() : req.prompts) {
-    auto t = tok.Encode(p, true, false);
-    if (!t) return t.error();
-    prompts.push_back(*t);
-  }
+  auto prompts = TokenizePrompts(session, req);
+  if (!prompts) return prompts.error();
   std::shared_ptr<engine::Model> draft;
   if (option.mode == "draft-simple") {
     auto m = engine::Model::Load(req.draft, load);
@@ -281,7 +284,7 @@ Result<SpecBenchResult> MeasureSpecOption(engine::Session& session, const engine
   std::vector<double> none_tps, tps, ratio;
   int drafted = 0, kept = 0;
   for (int rep = 0; rep < req.reps; ++rep) {
-    for (const auto& prompt : prompts) {
+    for (const auto& prompt : *prompts) {
       // Alternating which goes first: neither always runs on warmer caches.
       const bool spec_first = (out.generations % 2) == 1;
       Result<Run> a = Generate(session, prompt, req.gen_tokens, spec_first ? drafter->get() : nullptr);
