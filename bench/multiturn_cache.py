@@ -362,7 +362,7 @@ def aggregate(runs_by_server):
     hs = [s for s in h["per_rep"] if "restart_p50" in s] if h else []
     if hs:
         ratios["restart_p50_over_hot_p50"] = ratio_summary([s["restart_p50"] / s["ret_p50"] for s in hs])
-        ratios["restart_p99_over_hot_p50"] = ratio_summary([s["restart_p99"] / s["ret_p50"] for s in hs])
+        ratios["restart_p99_over_hot_p99"] = ratio_summary([s["restart_p99"] / s["ret_p99"] for s in hs])
     return rows, ratios
 
 
@@ -428,9 +428,9 @@ def restart_md(runs_by_server, rows, ratios):
         md += ["", "Restart (hone only): SIGTERM, start on the same state dir, each conversation's next turn once "
                "(goal: within 1.5× a hot turn; llama-server would start cold).", "",
                f"- restart turn TTFT p50 {ms(h['restart_p50'])} ms, p99 {ms(h['restart_p99'])} ms; hot returning p50 "
-               f"{ms(h['ret_p50'])} ms; cached share {100 * h['restart_cached_share']:.1f}%",
+               f"{ms(h['ret_p50'])} ms, p99 {ms(h['ret_p99'])} ms; cached share {100 * h['restart_cached_share']:.1f}%",
                f"- restart p50 / hot p50: {fmt_ratio(ratios.get('restart_p50_over_hot_p50'))}",
-               f"- restart p99 / hot p50: {fmt_ratio(ratios.get('restart_p99_over_hot_p50'))}"]
+               f"- restart p99 / hot p99: {fmt_ratio(ratios.get('restart_p99_over_hot_p99'))}"]
     return md
 
 

@@ -17,16 +17,18 @@ cut without its end) is "lost".
 
 Every 5 s it samples the server's RSS (/proc/PID/status) and the gauges
 (hone_num_requests_running, hone_num_requests_waiting,
-hone_kv_cache_usage_perc, hone_prompt_cache_ram_bytes). The prompt cache
-(--cache-ram 128M here) keeps what slots give up on purpose, up to its budget:
-the leak checks use RSS net of its RAM tier, and the tier must stay within
-its budget. When the load stops, running and waiting must
+hone_kv_cache_usage_perc, hone_prompt_cache_ram_bytes and _disk_bytes). The
+prompt cache (--cache-ram 128M for all models, --cache-disk 96M per model here)
+keeps what slots give up on purpose, up to its budgets: the leak checks use RSS
+net of its RAM tier, the RAM tier must stay within its budget, and the disk
+tier must fill (>= 80% of its bound) and stay within it. When the load stops, running and waiting must
 return to 0 (no slot or sequence leaks). RSS slope: least squares over the
 second half of the run (after warm-up), in MB per hour.
 
 Writes bench/results/soak-vm-<date>.md. Exit status 1 if anything was lost,
 the gauges did not return to 0, the second half's RSS peak passed the first
-half's by more than 25% + 32 MB, or the server died.
+half's by more than 25% + 32 MB, a cache tier passed its budget, the disk
+tier never filled, or the server died.
 
 Usage: bench/soak.py [--minutes 30] [--clients 6] [--hone build/hone]
 """
@@ -62,6 +64,9 @@ subprocess.run([args.hone, "synth", "--like", "tiny", "--out", os.path.join(mode
 os.symlink(os.path.join(args.shared, "models", "stories260K.gguf"), os.path.join(models, "stories260K.gguf"))
 
 CACHE_RAM_MB = 128
+# --cache-disk is a bound per model folder: small, so the disk tier fills
+# within the run and the soak runs with it full (issue 26).
+CACHE_DISK_MB = 96
 with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
@@ -72,7 +77,7 @@ server = subprocess.Popen([args.hone, "serve", "--models", models, "--port", str
                            # The prompt cache holds what slots give up, up to its
                            # budget: a small one fills within the run, so the
                            # leak check below (RSS net of the cache) sees it full.
-                           "--cache-ram", f"{CACHE_RAM_MB}M", "--cache-disk", "256M",
+                           "--cache-ram", f"{CACHE_RAM_MB}M", "--cache-disk", f"{CACHE_DISK_MB}M",
                            "--cache-dir", os.path.join(work, "prompt-cache"),
                            "--quiet", "true"], stdout=log, stderr=log)
 
@@ -209,9 +214,10 @@ def gauges():
     for name in ("hone_num_requests_running", "hone_num_requests_waiting", "hone_kv_cache_usage_perc",
                  "hone_prompt_cache_ram_bytes"):
         out[name] = sum(float(v) for v in re.findall(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M))
-    # --cache-ram is a budget per loaded model: the largest tier is what it bounds.
-    out["prompt_cache_ram_bytes_max_model"] = max(
-        [float(v) for v in re.findall(r"^hone_prompt_cache_ram_bytes\{[^}]*\} (\S+)$", text, re.M)] or [0.0])
+    # --cache-ram is one budget for all models (the sum above is what it
+    # bounds); --cache-disk bounds each model's folder, so the largest counts.
+    out["prompt_cache_disk_bytes_max_model"] = max(
+        [float(v) for v in re.findall(r"^hone_prompt_cache_disk_bytes\{[^}]*\} (\S+)$", text, re.M)] or [0.0])
     return out
 
 
@@ -260,8 +266,12 @@ except subprocess.TimeoutExpired:
 # The prompt cache's RAM tier is memory hone keeps on purpose, up to its
 # budget: the leak check looks at RSS net of it.
 net = [(t, r - cache_mb(g), g) for t, r, g in samples]
-cache_peak = max((g.get("prompt_cache_ram_bytes_max_model", 0) / 2**20 for _, _, g in samples), default=0.0)
+cache_peak = max((cache_mb(g) for _, _, g in samples), default=0.0)
 cache_bounded = cache_peak <= CACHE_RAM_MB * 1.05
+disk_peak = max((g.get("prompt_cache_disk_bytes_max_model", 0) / 2**20 for _, _, g in samples), default=0.0)
+disk_bounded = disk_peak <= CACHE_DISK_MB * 1.05
+# Full: within an entry or two of its bound (entries here are a few MB).
+disk_full = disk_peak >= CACHE_DISK_MB * 0.8
 raw_samples, samples = samples, net
 half = [(t, r) for t, r, _ in samples if t >= args.minutes * 30]
 slope = float("nan")
@@ -280,7 +290,7 @@ lost_n = sum(b for _, b in counts.values())
 peak = {k: max(s[2][k] for s in samples) for k in samples[0][2]} if samples else {}
 # Flat: the second half's peak within 25% (plus 32 MB of noise) of the first's.
 rss_flat = not (second_peak > first_peak * 1.25 + 32)
-ok = alive and lost_n == 0 and settled is not None and rss_flat and cache_bounded
+ok = alive and lost_n == 0 and settled is not None and rss_flat and cache_bounded and disk_bounded and disk_full
 
 cpu = platform.processor() or open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].split("\n")[0].strip()
 stamp = datetime.datetime.utcnow().strftime("%Y%m%d-%H%M")
@@ -293,8 +303,11 @@ md = [f"# Soak: {args.minutes:g} minutes of mixed load on hone serve ({stamp})",
       f"{total} requests, {lost_n} lost; gauges after the load: "
       f"{'running 0, waiting 0' if settled else 'did not return to 0'}; "
       f"RSS {raw_samples[0][1] if raw_samples else float('nan'):.0f} MB at start, {final_rss:.0f} MB at the end; "
-      f"the prompt cache's RAM tier of one model peaked at {cache_peak:.0f} MB of its {CACHE_RAM_MB} MB "
-      f"({'bounded' if cache_bounded else 'PAST ITS BUDGET'}); RSS net of it: "
+      f"the prompt cache's RAM tier (all models) peaked at {cache_peak:.0f} MB of its {CACHE_RAM_MB} MB "
+      f"({'bounded' if cache_bounded else 'PAST ITS BUDGET'}); its disk tier (largest model folder) at "
+      f"{disk_peak:.0f} MB of {CACHE_DISK_MB} MB "
+      f"({'full and bounded' if disk_full and disk_bounded else 'PAST ITS BUDGET' if not disk_bounded else 'NEVER FILLED'}); "
+      f"RSS net of the RAM tier: "
       f"slope over the second half {slope:+.1f} MB/hour ({len(half)} samples), "
       f"peak {first_peak:.0f} MB in the first half, {second_peak:.0f} MB in the second "
       f"({'flat' if rss_flat else 'GROWING'}).", "",
