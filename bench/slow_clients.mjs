@@ -14,7 +14,9 @@
 //            (both close an idle connection after 5 s), so the count stays up.
 // With them open it measures, for --seconds [20]: GET /health on a fresh
 // connection every 100 ms, and a one-token chat on a fresh connection every
-// second (each with a 5 s timeout); and VmRSS. Reported per server and rep:
+// 250 ms (each with a 5 s timeout); and VmRSS. Before the slow connections
+// open, the same chats run for 5 s on the quiet server: the baseline that
+// tells the connections' cost from the model's own time on shared cores. Reported per server and rep:
 // connections the client holds open, /health and chat p50 / p99 / max and
 // the share under 100 ms, RSS growth per open connection. Then means ± 95% CI
 // and the ratio of hone's /health p99 to llama-server's.
@@ -38,6 +40,7 @@ const HONE = arg('hone', path.join(root, 'build/hone'));
 const MODEL = path.resolve(arg('model', path.join(root, 'models/qwen2.5-0.5b.Q4_K_M.gguf')));
 const CONNECTIONS = Number(arg('connections', 10000)), REPS = Number(arg('reps', 3));
 const SECONDS = Number(arg('seconds', 20));
+const CHAT_EVERY_MS = 250;
 const SLOTS = arg('slots', '4'), THREADS = arg('threads', '2');
 const SERVERS = arg('servers', 'hone,llama-server').split(',');
 if (!fs.existsSync(MODEL)) {
@@ -137,6 +140,9 @@ async function runOne(kind) {
   const slow = slowClients(s.port, CONNECTIONS);
   try {
     await request(s.url + '/v1/chat/completions', chatBody);  // loaded and warm
+    const quiet = [];
+    for (const stop = performance.now() + 5000; performance.now() < stop; await sleep(CHAT_EVERY_MS))
+      quiet.push(await request(s.url + '/v1/chat/completions', chatBody));
     const rss0 = rssKiB(s.proc.pid);
     const t0 = performance.now();
     await slow.fill();
@@ -147,7 +153,7 @@ async function runOne(kind) {
     const chats = (async () => {
       while (performance.now() < end) {
         chat.push(await request(s.url + '/v1/chat/completions', chatBody));
-        await sleep(1000);
+        await sleep(CHAT_EVERY_MS);
       }
     })();
     while (performance.now() < end) {
@@ -164,7 +170,7 @@ async function runOne(kind) {
                failed: xs.filter((x) => x.status !== 200).length };
     };
     const open = pct(held, 0.5);
-    return { kind, fillS, open, reconnects: slow.reconnects(), health: stat(health), chat: stat(chat),
+    return { kind, fillS, open, reconnects: slow.reconnects(), health: stat(health), chat: stat(chat), quiet: stat(quiet),
              rssPerConn: ((rssPeak - rss0) * 1024) / Math.max(1, open), rssGrowthMiB: (rssPeak - rss0) / 1024 };
   } finally {
     slow.close();
@@ -191,24 +197,25 @@ md += `Machine: ${cpu}, ${os.cpus().length} logical CPUs; model ${path.basename(
       `${SECONDS} s measured per run; ${REPS} repetitions, order alternating; ${new Date().toISOString()}.\n` +
       `Command: \`node bench/slow_clients.mjs ${process.argv.slice(2).join(' ')}\`\n\n`;
 md += 'Connections: a third trickle header bytes, a third drip body bytes (1 byte/s each), a third idle (reconnected when closed). ' +
-      '/health every 100 ms and a one-token chat every second, each on a fresh connection with a 5 s timeout ' +
-      '(a timeout counts as failed, at 5000 ms). RSS growth: peak VmRSS while they are open, less VmRSS after warm-up, per open connection.\n\n';
-md += '| rep | server | open | /health p50 / p99 / max ms | /health < 100 ms | failed | chat p50 / p99 / max ms | chat < 100 ms | failed | RSS growth | per connection |\n|---|---|---|---|---|---|---|---|---|---|---|\n';
+      '/health every 100 ms and a one-token chat every 250 ms, each on a fresh connection with a 5 s timeout ' +
+      '(a timeout counts as failed, at 5000 ms). RSS growth: peak VmRSS while they are open, less VmRSS after warm-up, per open connection. ' +
+      'Quiet chat: the same chats for 5 s before the slow connections open (the model\'s own time on these cores).\n\n';
+md += '| rep | server | open | /health p50 / p99 / max ms | /health < 100 ms | failed | chat p50 / p99 / max ms | chat < 100 ms | failed | quiet chat p50 / p99 ms | RSS growth | per connection |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n';
 for (const r of rows) {
   md += `| ${r.rep} | ${r.kind} | ${r.open} | ${f(r.health.p50)} / ${f(r.health.p99)} / ${f(r.health.max, 0)} | ${f(100 * r.health.ok)}% | ` +
         `${r.health.failed} | ${f(r.chat.p50, 0)} / ${f(r.chat.p99, 0)} / ${f(r.chat.max, 0)} | ${f(100 * r.chat.ok)}% | ${r.chat.failed} | ` +
-        `${f(r.rssGrowthMiB)} MiB | ${f(r.rssPerConn, 0)} B |\n`;
+        `${f(r.quiet.p50, 0)} / ${f(r.quiet.p99, 0)} | ${f(r.rssGrowthMiB)} MiB | ${f(r.rssPerConn, 0)} B |\n`;
 }
-md += '\n| server | /health p99 ms (mean ± 95% CI) | /health < 100 ms | chat p99 ms | chat < 100 ms | RSS per connection |\n|---|---|---|---|---|---|\n';
+md += '\n| server | /health p99 ms (mean ± 95% CI) | /health < 100 ms | chat p99 ms | chat < 100 ms | quiet chat p99 ms | RSS per connection |\n|---|---|---|---|---|---|---|\n';
 const by = {};
 for (const kind of ['hone', 'llama-server'].filter((k) => SERVERS.includes(k))) {
   const mine = rows.filter((r) => r.kind === kind);
   const h = meanCi(mine.map((r) => r.health.p99)), hok = meanCi(mine.map((r) => 100 * r.health.ok));
   const c = meanCi(mine.map((r) => r.chat.p99)), cok = meanCi(mine.map((r) => 100 * r.chat.ok));
-  const m = meanCi(mine.map((r) => r.rssPerConn));
+  const m = meanCi(mine.map((r) => r.rssPerConn)), q = meanCi(mine.map((r) => r.quiet.p99));
   by[kind] = mine;
   md += `| ${kind} | ${f(h.mean)} ± ${f(h.ci95)} | ${f(hok.mean)}% ± ${f(hok.ci95)} | ${f(c.mean, 0)} ± ${f(c.ci95, 0)} | ` +
-        `${f(cok.mean)}% ± ${f(cok.ci95)} | ${f(m.mean, 0)} ± ${f(m.ci95, 0)} B |\n`;
+        `${f(cok.mean)}% ± ${f(cok.ci95)} | ${f(q.mean, 0)} ± ${f(q.ci95, 0)} | ${f(m.mean, 0)} ± ${f(m.ci95, 0)} B |\n`;
 }
 if (by.hone && by['llama-server']) {
   const ratio = meanCi(by.hone.map((r, i) => r.health.p99 / by['llama-server'][i].health.p99));
