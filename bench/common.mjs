@@ -1,5 +1,6 @@
 // Helpers the Node benchmarks share: flags, percentiles, means with 95%
 // confidence intervals (Student's t), free ports, and the peer's binaries.
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
@@ -20,9 +21,23 @@ export function freePort() {
   });
 }
 
-// llama-server from HONE_PEER_BIN_DIR (or --peer-bin), when `servers` asks for it; exits with the fix otherwise.
+// The pinned llama.cpp build's bin/: scripts/build-llama.sh prints its prefix
+// at once when it is built (and builds it otherwise, 10-35 min).
+function pinnedPeerBin() {
+  const script = path.join(import.meta.dirname, '..', 'scripts/build-llama.sh');
+  try {
+    const out = execFileSync('bash', [script], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+    return path.join(out.trim().split('\n').pop(), 'bin');
+  } catch {
+    return '';
+  }
+}
+
+// llama-server from HONE_PEER_BIN_DIR, --peer-bin or the pinned build, when
+// `servers` asks for it; exits with the fix otherwise.
 export function peerServer(servers) {
-  const dir = process.env.HONE_PEER_BIN_DIR || arg('peer-bin', '');
+  if (!servers.includes('llama-server')) return '';
+  const dir = process.env.HONE_PEER_BIN_DIR || arg('peer-bin', '') || pinnedPeerBin();
   const bin = dir ? path.join(dir, 'llama-server') : '';
   if (servers.includes('llama-server') && (!bin || !fs.existsSync(bin))) {
     console.error('set HONE_PEER_BIN_DIR to the pinned llama.cpp prefix\'s bin/ (scripts/build-llama.sh prints the prefix)');

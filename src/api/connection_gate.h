@@ -105,7 +105,9 @@ class ConnectionGate {
  private:
   void AcceptAll(int64_t now);
   void Admit(int fd, const std::string& ip, int port, int64_t now);
-  void OnReadable(int fd, int64_t now);
+  // `peer_closed`: the event reported the peer's FIN or a hangup, so the
+  // socket is read to its end rather than left after a short read.
+  void OnReadable(int fd, bool peer_closed, int64_t now);
   void Examine(std::unique_ptr<GateConn>& c, int64_t now);  // dispatch if whole
   void Watch(std::unique_ptr<GateConn> c, int64_t now);     // into the epoll set and timers
   void Unwatch(GateConn* c);
