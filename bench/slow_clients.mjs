@@ -22,12 +22,14 @@
 // and the ratio of hone's /health p99 to llama-server's.
 //
 // The load generator is one Node process on the same cores: its own timer
-// lag shows in every latency, for both servers alike.
+// lag shows in every latency, for both servers alike. With --pin it runs on
+// the last CPU and the servers on the others (their default threads: the
+// CPUs they have), as when the slow clients are other machines.
 // Needs an open-files limit above --connections (ulimit -n).
 //
 // Usage: node bench/slow_clients.mjs [--connections 10000] [--reps 3] [--seconds 20]
-//          [--model models/qwen2.5-0.5b.Q4_K_M.gguf] [--servers hone,llama-server] [--slots 4] [--threads 2]
-import { spawn } from 'node:child_process';
+//          [--model models/qwen2.5-0.5b.Q4_K_M.gguf] [--servers hone,llama-server] [--slots 4] [--threads 2] [--pin]
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -41,7 +43,10 @@ const MODEL = path.resolve(arg('model', path.join(root, 'models/qwen2.5-0.5b.Q4_
 const CONNECTIONS = Number(arg('connections', 10000)), REPS = Number(arg('reps', 3));
 const SECONDS = Number(arg('seconds', 20));
 const CHAT_EVERY_MS = 250;
-const SLOTS = arg('slots', '4'), THREADS = arg('threads', '2');
+const PIN = process.argv.includes('--pin') && os.cpus().length > 1;
+const LAST_CPU = os.cpus().length - 1;
+const SLOTS = arg('slots', '4'), THREADS = arg('threads', PIN ? String(LAST_CPU) : '2');
+if (PIN) execFileSync('taskset', ['-a', '-p', '-c', String(LAST_CPU), String(process.pid)], { stdio: 'ignore' });
 const SERVERS = arg('servers', 'hone,llama-server').split(',');
 if (!fs.existsSync(MODEL)) {
   console.error(`no model at ${MODEL}: run ./setup.sh or pass --model`);
@@ -60,7 +65,8 @@ async function start(kind) {
   const args = kind === 'hone'
     ? ['serve', '-m', MODEL, '--port', String(port), '--slots', SLOTS, '--threads', THREADS, '--quiet', 'true']
     : ['-m', MODEL, '--port', String(port), '-np', SLOTS, '-c', String(4096 * Number(SLOTS)), '-t', THREADS];
-  const proc = spawn(kind === 'hone' ? HONE : LLAMA_SERVER, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  const bin = kind === 'hone' ? HONE : LLAMA_SERVER;
+  const proc = spawn(PIN ? 'taskset' : bin, PIN ? ['-c', `0-${LAST_CPU - 1}`, bin, ...args] : args, { stdio: ['ignore', 'ignore', 'pipe'] });
   children.add(proc);
   let log = '';
   proc.stderr.on('data', (d) => { log = (log + d).slice(-20000); });
@@ -194,7 +200,7 @@ const f = (x, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : 'n/a');
 const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
 let md = `# ${CONNECTIONS} slow connections on the API port: hone serve vs llama-server\n\n`;
 md += `Machine: ${cpu}, ${os.cpus().length} logical CPUs; model ${path.basename(MODEL)}; ${SLOTS} slots, ${THREADS} threads; ` +
-      `${SECONDS} s measured per run; ${REPS} repetitions, order alternating; ${new Date().toISOString()}.\n` +
+      `${SECONDS} s measured per run;${PIN ? ` servers on CPUs 0-${LAST_CPU - 1}, the load generator on CPU ${LAST_CPU} (--pin);` : ''} ${REPS} repetitions, order alternating; ${new Date().toISOString()}.\n` +
       `Command: \`node bench/slow_clients.mjs ${process.argv.slice(2).join(' ')}\`\n\n`;
 md += 'Connections: a third trickle header bytes, a third drip body bytes (1 byte/s each), a third idle (reconnected when closed). ' +
       '/health every 100 ms and a one-token chat every 250 ms, each on a fresh connection with a 5 s timeout ' +
