@@ -37,6 +37,16 @@ constexpr int64_t kLingerQuietNs = 2'000'000'000;
 constexpr size_t kLingerBytes = 64u << 20;
 constexpr int64_t kLogWindowNs = 10'000'000'000;  // deadline log lines: at most...
 constexpr int kLogsPerWindow = 5;                 // ...this many per window
+// Slow senders: a read of fewer than this many bytes, for a request that has
+// waited this long and is still not whole, pauses reading that connection
+// (1 s, then 2 s, at most 4 s). A client on a slow link sends segments of
+// hundreds of bytes and its headers in one; one byte at a time is a slowloris,
+// and at 10,000 of them each byte was a wake of this thread on the cores decode
+// needs. The deadlines still run; bytes wait in the kernel's buffer.
+constexpr ssize_t kSlowReadBytes = 64;
+constexpr int64_t kSlowAfterNs = 1'000'000'000;
+constexpr int64_t kFirstPauseNs = 1'000'000'000;
+constexpr int kMaxPauseDoublings = 2;
 
 // A whole answer from the gate itself, in the OpenAI error envelope (the
 // gate has not read the path, so cannot know the API). Best effort: the
@@ -127,9 +137,11 @@ void ConnectionGate::Run() {
     }
     int64_t now = NowNs();
     int wait_ms = 1000;
-    if (!timers_.empty())
-      wait_ms =
-          static_cast<int>(std::clamp<int64_t>((timers_.begin()->first - now) / 1'000'000 + 1, 0, 1000));
+    int64_t next_ns = INT64_MAX;
+    if (!timers_.empty()) next_ns = timers_.begin()->first;
+    if (!resumes_.empty()) next_ns = std::min(next_ns, resumes_.begin()->first);
+    if (next_ns != INT64_MAX)
+      wait_ms = static_cast<int>(std::clamp<int64_t>((next_ns - now) / 1'000'000 + 1, 0, 1000));
     const int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), wait_ms);
     now = NowNs();
     for (int i = 0; i < n; ++i) {
@@ -145,6 +157,7 @@ void ConnectionGate::Run() {
       }
     }
     Expire(now);
+    ResumeDue(now);
     if (accept_paused_until_ns_ && now >= accept_paused_until_ns_) {
       accept_paused_until_ns_ = 0;
       epoll_event ev{};
@@ -163,6 +176,7 @@ void ConnectionGate::Run() {
   }
   conns_.clear();
   timers_.clear();
+  resumes_.clear();
   waiting_.store(0);
 }
 
@@ -191,8 +205,8 @@ void ConnectionGate::Return(std::unique_ptr<GateConn> conn, bool keep) {
 }
 
 ConnectionGate::Stats ConnectionGate::stats() const {
-  return {open_.load(), waiting_.load(), deadline_closed_.load(), refused_per_client_.load(),
-          refused_full_.load()};
+  return {open_.load(),         waiting_.load(),      deadline_closed_.load(), refused_per_client_.load(),
+          refused_full_.load(), slow_read_pauses_.load()};
 }
 
 void ConnectionGate::AcceptAll(int64_t now) {
@@ -286,7 +300,41 @@ void ConnectionGate::Watch(std::unique_ptr<GateConn> c, int64_t now) {
 void ConnectionGate::Unwatch(GateConn* c) {
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->fd, nullptr);
   timers_.erase({c->deadline_ns, c});
+  if (c->paused_until_ns) resumes_.erase({c->paused_until_ns, c});
+  c->paused_until_ns = 0;
   if (!c->lingering) waiting_.fetch_sub(1);
+}
+
+bool ConnectionGate::ShouldPause(const GateConn& c, ssize_t bytes_read, int64_t now) const {
+  // From the request's first byte, not from accept: a kept-alive client that
+  // waited before its next request is not slow.
+  return !c.lingering && bytes_read < kSlowReadBytes && c.first_byte_ns > 0 &&
+         now - c.first_byte_ns >= kSlowAfterNs;
+}
+
+void ConnectionGate::Pause(GateConn* c, int64_t now) {
+  // Still told of a hangup (EPOLLRDHUP), not of bytes.
+  epoll_event ev{};
+  ev.events = EPOLLRDHUP | EPOLLET;
+  ev.data.fd = c->fd;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c->fd, &ev);
+  c->paused_until_ns = now + (kFirstPauseNs << std::min(c->slow_reads, kMaxPauseDoublings));
+  ++c->slow_reads;
+  resumes_.insert({c->paused_until_ns, c});
+  slow_read_pauses_.fetch_add(1);
+}
+
+void ConnectionGate::ResumeDue(int64_t now) {
+  while (!resumes_.empty() && resumes_.begin()->first <= now) {
+    GateConn* c = resumes_.begin()->second;
+    resumes_.erase(resumes_.begin());
+    c->paused_until_ns = 0;
+    // MOD polls the socket: bytes that came during the pause raise an event.
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+    ev.data.fd = c->fd;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c->fd, &ev);
+  }
 }
 
 void ConnectionGate::SetDeadline(GateConn* c, int64_t deadline) {
@@ -324,11 +372,13 @@ void ConnectionGate::OnReadable(int fd, bool peer_closed, int64_t now) {
       }
       c->bytes.append(buf, static_cast<size_t>(n));
       c->last_byte_ns = now;
+      if (c->first_byte_ns == 0) c->first_byte_ns = now;
       Examine(it->second, now);
       if (!it->second) {  // dispatched: a worker owns it now
         conns_.erase(it);
         return;
       }
+      if (drained && !c->paused_until_ns && ShouldPause(*c, n, now)) Pause(c, now);
       if (drained) return;
       continue;
     }
@@ -485,6 +535,8 @@ void ConnectionGate::TakeReturns(int64_t now) {
     if (c->bytes.empty()) std::string().swap(c->bytes);  // an idle connection holds no buffer
     c->framing.Reset();
     c->continue_sent = false;
+    c->slow_reads = 0;
+    c->first_byte_ns = c->bytes.empty() ? 0 : now;
     c->request_since_ns = c->last_byte_ns = now;
     c->headers_done_ns = 0;
     Watch(std::move(c), now);

@@ -26,6 +26,8 @@
 // worker, where RequestDeadlines (request_deadline.h) keeps --body-timeout.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -57,9 +59,12 @@ struct GateConn {
   int64_t request_since_ns = 0;  // accept, or the end of the previous answer
   int64_t headers_done_ns = 0;   // 0 until the header block is whole
   int64_t last_byte_ns = 0;      // the last bytes received
+  int64_t first_byte_ns = 0;     // this request's first bytes (0: none yet)
   int64_t deadline_ns = 0;       // in the gate's timer set
   bool continue_sent = false;    // the gate sent "100 Continue" for this request
   bool lingering = false;        // closing: the answer is out, the rest is discarded
+  int64_t paused_until_ns = 0;   // a slow sender not read until then (0: read as bytes come)
+  int slow_reads = 0;            // pauses so far in this request: each one doubles
 };
 
 class ConnectionGate {
@@ -99,6 +104,7 @@ class ConnectionGate {
     uint64_t deadline_closed = 0;
     uint64_t refused_per_client = 0;
     uint64_t refused_full = 0;
+    uint64_t slow_read_pauses = 0;  // times a trickling sender was left unread for a while
   };
   Stats stats() const;
 
@@ -113,6 +119,11 @@ class ConnectionGate {
   void Unwatch(GateConn* c);
   void SetDeadline(GateConn* c, int64_t deadline);
   void Expire(int64_t now);
+  // A sender whose request trickles in a few bytes at a time is read again
+  // only after a pause, so its bytes cost one wake per pause, not one each.
+  bool ShouldPause(const GateConn& c, ssize_t bytes_read, int64_t now) const;
+  void Pause(GateConn* c, int64_t now);
+  void ResumeDue(int64_t now);
   void Linger(std::unique_ptr<GateConn> c, int64_t now);
   void Refuse(std::unique_ptr<GateConn> c, int status, const std::string& message, int64_t now);
   void CloseNow(GateConn* c);  // the fd, the counts; the caller frees c
@@ -130,6 +141,7 @@ class ConnectionGate {
   // open connections per client address (gate and workers).
   std::unordered_map<int, std::unique_ptr<GateConn>> conns_;
   std::set<std::pair<int64_t, GateConn*>> timers_;
+  std::set<std::pair<int64_t, GateConn*>> resumes_;  // paused senders, by when to read them again
   std::unordered_map<std::string, int> per_client_;
   int64_t log_window_start_ = 0;  // deadline log lines: a few per window, then a count
   int logged_in_window_ = 0;
@@ -144,6 +156,7 @@ class ConnectionGate {
   std::atomic<uint64_t> deadline_closed_{0};
   std::atomic<uint64_t> refused_per_client_{0};
   std::atomic<uint64_t> refused_full_{0};
+  std::atomic<uint64_t> slow_read_pauses_{0};
 };
 
 }  // namespace hone::api

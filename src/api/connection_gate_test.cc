@@ -132,6 +132,45 @@ TEST(ConnectionGate, AWholeRequestIsDispatchedWhileHalfSentOnesWait) {
   ::close(fd);
 }
 
+// A request that trickles in a byte at a time is read in pauses after its
+// first second (so 10,000 of them do not wake the loop 10,000 times a
+// second), loses no byte, and a prompt request beside it is not delayed. A
+// kept-alive connection that waited before its next request is not slow.
+TEST(ConnectionGate, ATricklingSenderIsReadInPausesAndLosesNoByte) {
+  ConnectionGate::Options o = Gate::Defaults();
+  o.header_timeout_s = o.body_timeout_s = 30;  // the pauses, not a deadline, are under test
+  Gate g(o);
+  const int slow = Connect(g.port());
+  const std::string head = "GET /slow HTTP/1.1\r\n";
+  const std::string trickled = "X-Slow: abcdefghijklmn";
+  Send(slow, head);
+  for (char ch : trickled) {
+    Send(slow, std::string(1, ch));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_GE(g.gate().stats().slow_read_pauses, 1u);
+  EXPECT_EQ(g.dispatched(), 0);
+
+  const int prompt = Connect(g.port());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // idle first: not slow
+  const std::string post = "POST /p HTTP/1.1\r\nContent-Length: 3\r\n\r\n";
+  const auto pauses = g.gate().stats().slow_read_pauses;
+  const auto t0 = std::chrono::steady_clock::now();
+  Send(prompt, post);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  Send(prompt, "abc");
+  EXPECT_EQ(Read(prompt, Answer(post + "abc").size()), Answer(post + "abc"));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500));
+  EXPECT_EQ(g.gate().stats().slow_read_pauses, pauses);  // its small first segment did not pause it
+
+  Send(slow, "\r\n\r\n");  // whole now: answered once its pause ends, every byte kept
+  const std::string whole = head + trickled + "\r\n\r\n";
+  EXPECT_EQ(Read(slow, Answer(whole).size(), 6000), Answer(whole));
+  EXPECT_EQ(g.dispatched(), 2);
+  ::close(slow);
+  ::close(prompt);
+}
+
 TEST(ConnectionGate, KeptAliveAndPipelinedRequestsComeBackThroughTheGate) {
   Gate g;
   const int fd = Connect(g.port());

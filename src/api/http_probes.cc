@@ -52,6 +52,9 @@ void HttpServer::WriteMetrics(httplib::Response& res) const {
                               "Connections refused at accept: per client address, or past the open-files bound") +
           "hone_http_connections_refused_total{reason=\"per_client\"} " + std::to_string(gate.refused_per_client) +
           "\nhone_http_connections_refused_total{reason=\"open_files\"} " + std::to_string(gate.refused_full) + "\n";
+  body += serve::FamilyHeader("hone_http_slow_read_pauses_total", "counter",
+                              "Times a connection sending its request a few bytes at a time was left unread for 1-4 s") +
+          "hone_http_slow_read_pauses_total " + std::to_string(gate.slow_read_pauses) + "\n";
   if (router_metrics_) router_metrics_(&body);
   res.set_content(body, "text/plain; version=0.0.4");
 }
