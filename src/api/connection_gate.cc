@@ -318,7 +318,11 @@ void ConnectionGate::Pause(GateConn* c, int64_t now) {
   ev.events = EPOLLRDHUP | EPOLLET;
   ev.data.fd = c->fd;
   epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c->fd, &ev);
-  c->paused_until_ns = now + (kFirstPauseNs << std::min(c->slow_reads, kMaxPauseDoublings));
+  // At most half of --read-timeout: bytes left unread in a pause do not move
+  // last_byte_ns, and a client that keeps sending must not be closed as silent.
+  const int64_t pause = std::min(kFirstPauseNs << std::min(c->slow_reads, kMaxPauseDoublings),
+                                 Ns(options_.read_timeout_s) / 2);
+  c->paused_until_ns = now + pause;
   ++c->slow_reads;
   resumes_.insert({c->paused_until_ns, c});
   slow_read_pauses_.fetch_add(1);

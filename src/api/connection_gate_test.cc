@@ -171,6 +171,28 @@ TEST(ConnectionGate, ATricklingSenderIsReadInPausesAndLosesNoByte) {
   ::close(prompt);
 }
 
+// A pause never outlasts half of --read-timeout: a sender that keeps
+// trickling is not closed as silent because its bytes waited unread.
+TEST(ConnectionGate, APauseIsShorterThanTheReadTimeout) {
+  ConnectionGate::Options o = Gate::Defaults();
+  o.header_timeout_s = o.body_timeout_s = 30;
+  o.read_timeout_s = 1.5;
+  Gate g(o);
+  const int fd = Connect(g.port());
+  const std::string head = "GET /drip HTTP/1.1\r\n";
+  const std::string trickled = "X-Drip: abcdefghijklmnopqrstuvwxyz";  // 34 bytes over ~4 s
+  Send(fd, head);
+  for (char ch : trickled) {
+    Send(fd, std::string(1, ch));
+    std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  }
+  Send(fd, "\r\n\r\n");
+  const std::string whole = head + trickled + "\r\n\r\n";
+  EXPECT_EQ(Read(fd, Answer(whole).size(), 3000), Answer(whole));  // not a 408 "sent nothing"
+  EXPECT_GE(g.gate().stats().slow_read_pauses, 2u);
+  ::close(fd);
+}
+
 TEST(ConnectionGate, KeptAliveAndPipelinedRequestsComeBackThroughTheGate) {
   Gate g;
   const int fd = Connect(g.port());
