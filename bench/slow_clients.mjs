@@ -12,7 +12,11 @@
 //            body, then one body byte every second;
 //   idle     connects and sends nothing; reconnected when the server closes it
 //            (both close an idle connection after 5 s), so the count stays up.
-// With them open it measures, for --seconds [20]: GET /health on a fresh
+//            hone leaves these in the kernel (--defer-accept, 30 s by
+//            default) until the kernel hands them over at ~31 s and hone's
+//            idle deadline closes them 5 s later: the 45 s window holds one
+//            such burst of 3,333 accepts and closes.
+// With them open it measures, for --seconds [45]: GET /health on a fresh
 // connection every 100 ms, and a one-token chat on a fresh connection every
 // 250 ms (each with a 5 s timeout); and VmRSS. Before the slow connections
 // open, the same chats run for 5 s on the quiet server: the baseline that
@@ -21,27 +25,33 @@
 // the share under 100 ms, RSS growth per open connection. Then means ± 95% CI
 // and the ratio of hone's /health p99 to llama-server's.
 //
-// The load generator is one Node process on the same cores: its own timer
-// lag shows in every latency, for both servers alike. With --pin it runs on
-// the last CPU and the servers on the others (their default threads: the
-// CPUs they have), as when the slow clients are other machines.
-// Needs an open-files limit above --connections (ulimit -n).
+// The load generator is one Node process on the same cores. The slow
+// connections send their bytes at random phases within each second (a
+// lockstep burst of 6,666 writes stalled its own event loop by tens of ms),
+// and the probes run on a worker thread of their own (bench/
+// slow_clients_probe.mjs), so that the driver's lag is not counted as the
+// server's. With --pin the process runs on the last CPU and the servers on
+// the others (their default threads: the CPUs they have), as when the slow
+// clients are other machines.
+// Needs an open-files limit above --connections (ulimit -n). SLOW_DEBUG=1
+// prints each chat over 90 ms with its time since the connections opened.
 //
-// Usage: node bench/slow_clients.mjs [--connections 10000] [--reps 3] [--seconds 20]
+// Usage: node bench/slow_clients.mjs [--connections 10000] [--reps 3] [--seconds 45]
 //          [--model models/qwen2.5-0.5b.Q4_K_M.gguf] [--servers hone,llama-server] [--slots 4] [--threads 2] [--pin]
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
-import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { Worker } from 'node:worker_threads';
 import { arg, pct, meanCi, sleep, freePort, peerServer } from './common.mjs';
+import { request } from './slow_clients_probe.mjs';
 
 const root = path.resolve(import.meta.dirname, '..');
 const HONE = arg('hone', path.join(root, 'build/hone'));
 const MODEL = path.resolve(arg('model', path.join(root, 'models/qwen2.5-0.5b.Q4_K_M.gguf')));
 const CONNECTIONS = Number(arg('connections', 10000)), REPS = Number(arg('reps', 3));
-const SECONDS = Number(arg('seconds', 20));
+const SECONDS = Number(arg('seconds', 45));
 const CHAT_EVERY_MS = 250;
 const PIN = process.argv.includes('--pin') && os.cpus().length > 1;
 const LAST_CPU = os.cpus().length - 1;
@@ -79,18 +89,13 @@ async function start(kind) {
   return { kind, url, port, proc, stop: () => new Promise((r) => { proc.on('exit', r); proc.kill('SIGKILL'); children.delete(proc); }) };
 }
 
-// One request on a fresh connection; its time to the end of the answer.
-function request(url, body) {
-  const t0 = performance.now();
-  return new Promise((resolve) => {
-    const req = http.request(url, { method: body ? 'POST' : 'GET', agent: false, timeout: 5000,
-                                    headers: body ? { 'Content-Type': 'application/json' } : {} }, (res) => {
-      res.resume();
-      res.on('end', () => resolve({ status: res.statusCode, ms: performance.now() - t0 }));
-    });
-    req.on('timeout', () => { req.destroy(); resolve({ status: 'timeout', ms: performance.now() - t0 }); });
-    req.on('error', (e) => resolve({ status: e.code || 'error', ms: performance.now() - t0 }));
-    req.end(body);
+// The probes, on their own thread: {chat, health} samples of {status, ms}.
+function probe(url, seconds, health) {
+  return new Promise((resolve, reject) => {
+    const w = new Worker(new URL('./slow_clients_probe.mjs', import.meta.url),
+                         { workerData: { url, chatBody, seconds, health, chatEveryMs: CHAT_EVERY_MS } });
+    w.once('message', resolve);
+    w.once('error', reject);
   });
 }
 
@@ -106,6 +111,7 @@ function slowClients(port, n) {
   const open = (kind) => new Promise((resolve) => {
     const s = net.connect(port, '127.0.0.1');
     s.kind = kind;
+    s.phase = Math.floor(Math.random() * 50);
     s.on('error', () => {});
     s.on('close', () => {
       socks.delete(s);
@@ -124,12 +130,18 @@ function slowClients(port, n) {
     s.once('error', resolve);
   });
   const kinds = ['trickle', 'drip', 'idle'];
+  // Each connection sends its byte once a second at its own phase, in 50
+  // slots of 20 ms: independent clients do not write in step, and one burst
+  // of 6,666 writes would stall this thread (not the server) for tens of ms.
+  let tick = 0;
   const timer = setInterval(() => {
+    const slot = tick++ % 50;
     for (const s of socks) {
+      if (s.phase !== slot) continue;
       if (s.kind === 'trickle') s.write('a');
       if (s.kind === 'drip' && s.sent < dripBody.length - 1) s.write(dripBody[s.sent++]);
     }
-  }, 1000);
+  }, 20);
   return {
     async fill() {
       for (let i = 0; i < n; i += 250)
@@ -146,29 +158,20 @@ async function runOne(kind) {
   const slow = slowClients(s.port, CONNECTIONS);
   try {
     await request(s.url + '/v1/chat/completions', chatBody);  // loaded and warm
-    const quiet = [];
-    for (const stop = performance.now() + 5000; performance.now() < stop; await sleep(CHAT_EVERY_MS))
-      quiet.push(await request(s.url + '/v1/chat/completions', chatBody));
+    const { chat: quiet } = await probe(s.url, 5, false);
     const rss0 = rssKiB(s.proc.pid);
     const t0 = performance.now();
     await slow.fill();
     const fillS = (performance.now() - t0) / 1000;
-    const health = [], chat = [], held = [];
+    const held = [];
     let rssPeak = rss0;
-    const end = performance.now() + SECONDS * 1000;
-    const chats = (async () => {
-      while (performance.now() < end) {
-        chat.push(await request(s.url + '/v1/chat/completions', chatBody));
-        await sleep(CHAT_EVERY_MS);
-      }
-    })();
-    while (performance.now() < end) {
-      health.push(await request(s.url + '/health'));
+    const probes = probe(s.url, SECONDS, true);
+    for (const end = performance.now() + SECONDS * 1000; performance.now() < end; await sleep(100)) {
       held.push(slow.count());
       rssPeak = Math.max(rssPeak, rssKiB(s.proc.pid));
-      await sleep(100);
     }
-    await chats;
+    const { chat, health } = await probes;
+    if (process.env.SLOW_DEBUG) for (const c of chat) if (c.ms > 90) console.error(`slow chat ${c.ms.toFixed(0)} ms at +${((c.at - performance.timeOrigin - t0) / 1000).toFixed(2)} s after fill start`);
     const stat = (xs) => {
       const ms = xs.map((x) => x.ms);
       return { p50: pct(ms, 0.5), p99: pct(ms, 0.99), max: Math.max(...ms),

@@ -108,6 +108,8 @@ Result<int> ConnectionGate::Listen(const std::string& host, int port, int backlo
     // take half the connections.
     int on = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    if (options_.defer_accept_s > 0)
+      setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &options_.defer_accept_s, sizeof options_.defer_accept_s);
     if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, backlog) == 0) {
       listen_fd_ = fd;
       break;

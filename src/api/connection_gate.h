@@ -21,6 +21,12 @@
 //   --read-timeout    silence in the middle of a request;
 //   idle              5 s without a byte of a new request (as httplib's
 //                     keep-alive wait was): closed without an answer.
+// With defer_accept_s (--defer-accept) the kernel keeps a new connection
+// until its first byte (TCP_DEFER_ACCEPT, nginx's `deferred`): ten thousand
+// connections that never send cost no accept, descriptor, wakeup or close
+// here, and a flood of them cannot crowd the CPU the model runs on. The
+// kernel hands one over after about that many seconds anyway (or forgets it
+// silently), and the idle deadline then runs as for any connection.
 // A request past a deadline gets 408 and the connection closes.
 // A body too large to buffer (handed over after its headers) is read on the
 // worker, where RequestDeadlines (request_deadline.h) keeps --body-timeout.
@@ -76,6 +82,7 @@ class ConnectionGate {
     double idle_timeout_s = 5;
     int max_per_client = 0;  // open connections per client address; 0: no cap
     int max_open = 0;        // open connections in all; past it: 503 (0: no cap)
+    int defer_accept_s = 0;  // TCP_DEFER_ACCEPT on the listener; 0: off
     RequestFraming::Limits limits;
   };
   // Called on the gate's thread with a connection whose request is whole (or

@@ -237,6 +237,24 @@ TEST(ConnectionGate, HeadersOrBodyPastTheirDeadlineGet408) {
   ::close(body);
 }
 
+TEST(ConnectionGate, WithDeferAcceptASilentConnectionCostsNothingUntilItsFirstByte) {
+  ConnectionGate::Options o = Gate::Defaults();
+  o.defer_accept_s = 5;
+  o.max_per_client = 3;  // the silent ones do not count against it
+  Gate g(o);
+  std::vector<int> silent;
+  for (int i = 0; i < 20; ++i) silent.push_back(Connect(g.port()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(g.gate().stats().open, 0) << "the kernel still holds connections that sent nothing";
+  // Their first bytes bring them in; each is served (up to the cap).
+  const std::string request = "GET /deferred HTTP/1.1\r\nConnection: close\r\n\r\n";
+  for (int i = 0; i < 3; ++i) {
+    Send(silent[i], request);
+    EXPECT_EQ(Read(silent[i], Answer(request).size()), Answer(request)) << "connection " << i;
+  }
+  for (int fd : silent) ::close(fd);
+}
+
 TEST(ConnectionGate, PastThePerClientCapTheConnectionGets429) {
   ConnectionGate::Options o = Gate::Defaults();
   o.max_per_client = 3;

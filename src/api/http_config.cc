@@ -41,10 +41,16 @@ const std::vector<Setting<HttpConfig>>& HttpSettings() {
          return SetInt("max-connections", v, &c.max_connections, 1);
        }},
       {"max-connections-per-client",
-       "Open API connections one client address may hold (0 = no cap); beyond it 429 at accept",
+       "Open API connections one client address may hold (0 = no cap); beyond it 429 at accept "
+       "(with --defer-accept, at the connection's first byte)",
        [](HttpConfig& c, const std::string& v) {
          return SetInt("max-connections-per-client", v, &c.max_connections_per_client, 0);
        }},
+      {"defer-accept",
+       "Seconds the kernel keeps a new API connection that has sent nothing before hone accepts it "
+       "(TCP_DEFER_ACCEPT; 0 = off). Until its first byte such a connection costs hone no descriptor "
+       "or wakeup and does not count against --max-connections-per-client",
+       [](HttpConfig& c, const std::string& v) { return SetInt("defer-accept", v, &c.defer_accept, 0); }},
       {"read-timeout", "Seconds a client may stay silent while sending its request (headers or body)",
        [](HttpConfig& c, const std::string& v) { return SetInt("read-timeout", v, &c.read_timeout, 1); }},
       {"header-timeout", "Seconds a client may take to send a whole request's headers (slowloris guard)",

@@ -20,6 +20,7 @@ struct HttpConfig {
   std::string max_body = "8M";
   int max_connections = 1024;  // API requests on a worker at once (answered, streamed, queued); beyond: 503
   int max_connections_per_client = 0;  // open API connections per client address (0: no cap); beyond: 429
+  int defer_accept = 30;  // seconds the kernel holds a connection that has sent nothing (0: off)
   int read_timeout = 30;        // seconds a client may take to send a chunk of its request (headers or body)
   double header_timeout = 30;   // seconds for a whole request's headers (from accept, or the previous answer)
   double body_timeout = 120;    // seconds for a request's body, after its headers

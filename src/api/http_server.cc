@@ -239,6 +239,7 @@ HttpServer::HttpServer(const HttpConfig& config, std::vector<std::string> api_ke
   gate.body_timeout_s = config_.body_timeout;
   gate.read_timeout_s = config_.read_timeout;
   gate.max_per_client = config_.max_connections_per_client;
+  gate.defer_accept_s = config_.defer_accept;
   gate.max_open = OpenConnectionsBound();
   gate.limits.max_body = max_body_ > 0 ? max_body_ : (64u << 20);
   gate_ = std::make_unique<ConnectionGate>(gate, [this](std::unique_ptr<GateConn>& conn) {
