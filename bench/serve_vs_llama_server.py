@@ -270,6 +270,11 @@ def main():
     servers = {
         "hone serve": [a.hone, "serve", "-m", model, "--port", "{port}", "--slots", str(slots), "--ctx", str(ctx_slot),
                        "--threads", str(threads), "--quiet", "true"],
+        # One KV stream per slot, as llama-server -np N: a step over slots
+        # whose ids have gaps runs as several forward passes.
+        "hone serve --kv-unified off": [a.hone, "serve", "-m", model, "--port", "{port}", "--slots", str(slots),
+                                        "--ctx", str(ctx_slot), "--threads", str(threads), "--quiet", "true",
+                                        "--kv-unified", "off"],
         "llama-server (defaults)": [os.path.join(peer_bin, "llama-server"), "-m", model, "--port", "{port}",
                                     "-t", str(threads), "-a", name, *peer_flags],
         f"llama-server -np {slots}": [os.path.join(peer_bin, "llama-server"), "-m", model, "--port", "{port}",

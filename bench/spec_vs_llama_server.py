@@ -49,12 +49,24 @@ SERVERS = {
 }
 
 
+def label(kind):
+    # "-split": hone with one KV stream per slot (--kv-unified off), llama.cpp's
+    # layout with explicit -np, where a mixed step runs as several passes.
+    if kind.endswith("-split"):
+        return SERVERS[kind[:-len("-split")]] + " --kv-unified off"
+    return SERVERS[kind]
+
+
 def start(kind, a, peer_bin):
     port = free_port()
     model_dir = os.path.dirname(os.path.abspath(a.model))
+    split = kind.endswith("-split")
+    kind = kind[:-len("-split")] if split else kind
     if kind.startswith("hone"):
         cmd = [a.hone, "serve", "--models", model_dir, "--port", str(port), "--slots", "8", "--threads", str(a.threads),
                "--quiet", "true", "--cache-ram", "0", "--cache-disk", "0"]
+        if split:
+            cmd += ["--kv-unified", "off"]
         if kind == "hone-spec":
             cmd += ["--spec", "ngram-simple", "--spec-ngram", str(a.ngram)]
         elif kind == "hone-mod":
@@ -148,7 +160,7 @@ def main():
             try:
                 one(port, model, PROMPTS[0], 8)  # warm
                 for lv in levels:
-                    hone_spec = kind.startswith("hone-")
+                    hone_spec = kind.startswith("hone-") and kind != "hone-split"
                     before = spec_counts(port, model) if hone_spec else (0, 0)
                     r = level(port, model, lv, a)
                     if hone_spec:
@@ -181,7 +193,7 @@ def write(a, model, kinds, levels, data):
                 ratio = f"{rs['mean']:.3f} ± {rs['ci95']:.3f}"
             drafted = sum(r["drafted"] for r in runs)
             kept = f"{100 * sum(r['kept'] for r in runs) / drafted:.0f}% of {drafted:.0f}" if drafted else "-"
-            md.append(f"| {SERVERS[kind]} | {lv} | {s['mean']:.0f} ± {s['ci95']:.0f} | {ratio} | {kept} |")
+            md.append(f"| {label(kind)} | {lv} | {s['mean']:.0f} ± {s['ci95']:.0f} | {ratio} | {kept} |")
     out = os.path.join(ROOT, "bench", "results", f"spec-vm-{stamp}")
     with open(out + ".md", "w") as f:
         f.write("\n".join(md) + "\n")

@@ -163,6 +163,7 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<Model> model, c
   cp.n_batch = opt.n_batch;
   cp.n_ubatch = opt.n_ubatch;
   cp.n_seq_max = opt.n_seq_max;
+  cp.kv_unified = opt.kv_unified;
   cp.n_threads = opt.threads;
   cp.n_threads_batch = opt.threads_batch;
   cp.type_k = *tk;

@@ -33,6 +33,12 @@ struct SessionOptions {
   std::string kv_type_v = "f16";  // quantized V needs flash attention
   bool embeddings = false;        // embedding model use: outputs pooled vectors
   Pooling pooling = Pooling::kModelDefault;
+  // One KV stream shared by every sequence instead of one stream each.
+  // llama.cpp splits a batch over separate streams into ubatches holding the
+  // same number of tokens for consecutive sequence ids, so a step where one
+  // sequence drafts k tokens (or the running slots' ids have gaps) runs as
+  // several forward passes; a shared stream takes any mix in one pass.
+  bool kv_unified = false;
 
   // --- affects speed only ---
   uint32_t n_batch = 2048;  // logical batch: most tokens per Decode call

@@ -249,7 +249,8 @@ void ModelPool::PromptCacheFor(const RegistryEntry& e, SchedulerOptions* so) con
   so->cache.key =
       "model=" + (hash ? *hash : std::string("unknown")) + ";llama.cpp=" + engine::LlamaVersion() +
       ";kv=" + kv_k + "/" + kv_v + ";fa=" + engine::FlashAttnName(fa) +
-      ";slots=" + std::to_string(so->slots);  // llama.cpp refuses a state saved with another stream count
+      ";slots=" + std::to_string(so->slots) +  // llama.cpp refuses a state saved with another stream count
+      ";unified=" + (so->kv_unified ? "1" : "0");
   if (!so->cache.dir.empty()) {
     std::string safe;
     for (char c : e.name) safe += std::isalnum(static_cast<unsigned char>(c)) || c == '-' ? c : '_';

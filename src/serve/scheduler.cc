@@ -61,6 +61,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(std::shared_ptr<engine::Mod
   }
   so.n_ctx = static_cast<uint32_t>(opt.ctx_per_slot * opt.slots);
   so.n_seq_max = static_cast<uint32_t>(opt.slots);
+  so.kv_unified = opt.kv_unified && opt.slots > 1;
   so.n_batch = static_cast<uint32_t>(opt.batch);
   so.n_ubatch = std::min<uint32_t>(so.n_ubatch, so.n_batch);
   so.memory_budget_bytes = opt.memory_budget_bytes;
@@ -226,8 +227,8 @@ void Scheduler::Loop() {
 
 namespace {
 
-// Copying another slot's KV costs a pass over its whole stream; below this many
-// shared tokens a prefill of them is as cheap.
+// Copying another slot's KV costs a pass over its whole stream (with separate
+// streams); below this many shared tokens a prefill of them is as cheap.
 constexpr size_t kMinPrefixCopy = 32;
 // A slot's tokens past the new prompt's prefix go to the prompt cache only
 // from this many on: fewer are cheaper to prefill again than to copy out.
@@ -333,8 +334,9 @@ void Scheduler::StartSlot(Pending p, const SlotPick& pick) {
     best_common = restored ? from_cache.tokens : 0;  // a refused restore leaves the slot empty
   }
   if (donor && !restored) {
-    // Slots live in separate KV streams, where llama.cpp copies whole
-    // sequences only; the truncation below cuts the copy to the shared prefix.
+    // Between separate KV streams llama.cpp copies whole sequences only (in
+    // one shared stream the copy just tags the donor's cells with this slot
+    // too); the truncation below cuts the copy to the shared prefix.
     session_->ClearSequence(s.id);
     session_->CopySequence(donor->id, s.id, -1, -1);
     s.cached = donor->cached;

@@ -61,6 +61,10 @@ struct SchedulerOptions {
   int nice = 0;
   engine::FlashAttn flash_attn = engine::FlashAttn::kAuto;
   std::string kv_type = "f16";
+  // All slots in one KV stream (engine::SessionOptions::kv_unified): mixed
+  // steps (drafts beside single tokens, slots with gaps in their ids) run
+  // as one forward pass instead of several.
+  bool kv_unified = true;
   uint64_t memory_budget_bytes = 0;
   // Run parameters from a tuned profile (threads, pinning, ubatch, attention,
   // KV type); when set they replace threads/flash_attn/kv_type above.

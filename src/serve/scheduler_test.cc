@@ -82,6 +82,27 @@ TEST_F(SchedulerTest, BatchedGreedyOutputEqualsAloneOutput) {
   c->WaitAll();
 }
 
+// Slots in one shared KV stream or one stream each: the same greedy text,
+// also when short jobs end early and leave gaps between the running slots.
+TEST_F(SchedulerTest, SharedAndSeparateKvStreamsGiveTheSameText) {
+  const std::vector<std::pair<std::string, int>> work = {
+      {"A big red ball", 40}, {"The little dog", 6}, {"Tom was", 40}, {"Lily saw a cat", 9}, {"One day", 30}};
+  std::vector<std::string> texts[2];
+  for (bool unified : {false, true}) {
+    auto s = Make({.slots = 4, .ctx_per_slot = 256, .kv_unified = unified});
+    std::vector<std::shared_ptr<Job>> jobs;
+    for (const auto& [prompt, n] : work) {
+      jobs.push_back(NewJob(prompt, n));
+      ASSERT_EQ(*s->Submit(jobs.back()), SubmitResult::kOk);
+    }
+    for (auto& j : jobs) texts[unified].push_back(j->WaitAll());
+  }
+  for (size_t i = 0; i < work.size(); ++i) {
+    EXPECT_FALSE(texts[0][i].empty()) << work[i].first;
+    EXPECT_EQ(texts[0][i], texts[1][i]) << work[i].first;
+  }
+}
+
 // The stop string that ended a job is reported (Anthropic's stop_sequence).
 TEST_F(SchedulerTest, AStopStringEndsTheJobAndIsReported) {
   auto s = Make({.slots = 1, .ctx_per_slot = 256});
