@@ -3,6 +3,7 @@
 # client tests with the official openai, ollama and @anthropic-ai/sdk npm packages (tests/node).
 hone_test(serve_tests
   ${SRC}/serve/scheduler_test.cc
+  ${SRC}/serve/draft_cost_test.cc
   ${SRC}/serve/json_grammar_test.cc
   ${SRC}/serve/registry_test.cc
   ${SRC}/serve/model_pool_test.cc

@@ -356,7 +356,8 @@ void Scheduler::StartSlot(Pending p, const SlotPick& pick) {
   s.draft.clear();
   s.draft_index.clear();
   s.spec_len = std::min(4, opt_.spec_max);
-  s.spec_misses = s.spec_pause = 0;
+  s.spec_misses = s.spec_pause = s.spec_idle = 0;
+  s.spec_accept = spec_accept_;
   if (drafter_) drafter_->Begin(s.id, prompt);
   s.result.prompt_tokens = static_cast<int>(prompt.size());
   s.result.cached_tokens = static_cast<int>(keep);
@@ -448,6 +449,7 @@ void Scheduler::Step() {
   // and would make prefill look nearly free to the forecast.
   const double step_seconds = std::chrono::duration<double>(Clock::now() - decode_start).count();
   if (decoded) forecaster_.RecordStep(step_seconds, prefill_tokens, generating);
+  if (decoded && prefill_tokens == 0) step_cost_.Record(generating, step_seconds);
   if (!decoded) {
     RetryAlone(decoded.error().message);
     UpdateGauges();

@@ -39,6 +39,7 @@
 #include "engine/drafter.h"
 #include "engine/session.h"
 #include "engine/utf8.h"
+#include "serve/draft_cost.h"
 #include "serve/forecaster.h"
 #include "serve/job.h"
 #include "serve/metrics.h"
@@ -183,6 +184,10 @@ class Scheduler {
   int spec_samples_ = 0, plain_samples_ = 0, spec_off_steps_ = 0, spec_steps_since_probe_ = 0;
   int spec_off_length_ = 256;  // the next pause; doubles while drafting keeps losing
   int tokens_this_step_ = 0;   // tokens emitted in the current step
+  // GUARDED_BY(scheduler thread): decode-only step seconds against their
+  // tokens (what a draft costs), and the share of drafts kept across answers.
+  StepCost step_cost_;
+  double spec_accept_ = 0.5;
   void FinishSlot(Slot& s, Finish why, const std::string& error = "");
   void UpdateGauges();
   // serve/scheduler_cache.cc: the slots and the prompt cache.

@@ -34,6 +34,11 @@ struct Scheduler::Slot {
   int spec_len = 4;
   int spec_misses = 0;
   int spec_pause = 0;
+  // This answer's share of drafts kept (each given the ones before it were),
+  // from the model's running share when it starts; steps since the cost
+  // model last let it draft (it then drafts one token to measure again).
+  double spec_accept = 0.5;
+  int spec_idle = 0;
   Clock::time_point last_token, last_used;
   bool generating() const { return job && prefilled == job->prompt.size(); }
 };

@@ -10,6 +10,12 @@
 // distribution, its grammar and its penalties. The KV of the drafts that were
 // not kept is cut back.
 //
+// Each step a cost model (serve/draft_cost.h: what a token adds to a decode
+// step on this machine, and each slot's share of drafts kept) caps a slot's
+// draft at the length that raises the step's expected tokens per second, or
+// none: on a compute-bound machine, or beside a batch full of other slots'
+// tokens, a draft that may miss costs more than it is expected to give.
+//
 // Drafting adapts per slot: the draft length doubles while every draft is
 // kept and halves when fewer than half are; after four steps in a row with
 // nothing kept the slot sits out 16 steps, so a workload where drafts miss
@@ -33,11 +39,13 @@ namespace hone::serve {
 namespace {
 constexpr int kMissesBeforePause = 4;
 constexpr int kPauseSteps = 16;
-constexpr int kProbeEvery = 128;    // drafting steps between plain probes
-constexpr int kProbeSteps = 8;      // plain steps per probe
-constexpr int kMinSamples = 8;      // of each kind before comparing
-constexpr int kOffSteps = 256;      // steps without drafting when it does not pay ...
-constexpr int kMaxOffSteps = 4096;  // ... doubling while it keeps losing
+constexpr int kProbeEvery = 128;       // drafting steps between plain probes
+constexpr int kProbeSteps = 8;         // plain steps per probe
+constexpr int kMinSamples = 8;         // of each kind before comparing
+constexpr int kOffSteps = 256;         // steps without drafting when it does not pay ...
+constexpr int kMaxOffSteps = 4096;     // ... doubling while it keeps losing
+constexpr int kExploreEvery = 64;      // steps a slot the cost model holds back waits to measure again
+constexpr double kMinStepGain = 1.02;  // drafts must promise this much more tokens per second
 }  // namespace
 
 bool Scheduler::SpecAllowedNow() {
@@ -74,6 +82,10 @@ void Scheduler::MeasureSpec(bool drafted, double seconds, int emitted) {
 }
 
 void Scheduler::PlanDrafts(const std::vector<Slot*>& decoding, int budget) {
+  // The step as planned so far: every slot's next token, and the drafts
+  // (with the tokens they are expected to keep) given out before this slot.
+  int step_tokens = static_cast<int>(decoding.size());
+  double step_emitted = step_tokens;
   for (Slot* sp : decoding) {
     Slot& s = *sp;
     if (s.spec_pause > 0) {
@@ -81,6 +93,17 @@ void Scheduler::PlanDrafts(const std::vector<Slot*>& decoding, int budget) {
       continue;
     }
     int n = std::min(s.spec_len, budget);
+    if (n <= 0) continue;  // the batch has no room left for drafts
+    if (opt_.spec_min_gain > 0) {
+      // Only as many drafts as raise the step's tokens per second; a slot
+      // held back drafts one token now and then, so its share is measured
+      // again (n-gram drafts cost nothing to find, only to check).
+      const int worth =
+          BestDraftLength(step_cost_, step_tokens, step_emitted, s.spec_accept, n, kMinStepGain);
+      if (worth == 0 && ++s.spec_idle < kExploreEvery) continue;
+      if (worth == 0) s.spec_idle = 0;
+      n = std::max(1, std::min(n, worth));
+    }
     // Room in the slot's context for next, the drafts and the bonus token.
     n = std::min(n, opt_.ctx_per_slot - static_cast<int>(s.cached.size()) - 2);
     // No draft past the answer's end: next is one token of it.
@@ -88,6 +111,8 @@ void Scheduler::PlanDrafts(const std::vector<Slot*>& decoding, int budget) {
     if (n <= 0) continue;
     drafter_->Ask(s.id, s.cached, s.next, n);
     budget -= n;
+    step_tokens += n;
+    step_emitted += ExpectedKept(n, s.spec_accept);
   }
   drafter_->DraftAsked();
 }
@@ -120,6 +145,13 @@ void Scheduler::SampleDrafted(Slot& s) {
       FinishSlot(s, Finish::kError, "speculative decoding: the rejected drafts could not be cut back");
   }
   drafter_->Accept(s.id, static_cast<int>(kept));
+  // Each draft up to the first miss was a trial; a kept one a success.
+  if (drafted > 0) {
+    const double trials = static_cast<double>(kept + (kept < drafted ? 1 : 0));
+    const double share = trials > 0 ? kept / trials : 0;
+    s.spec_accept += 0.3 * (share - s.spec_accept);
+    spec_accept_ += 0.1 * (share - spec_accept_);
+  }
   metrics_->Add(metric::kSpecDrafted, name_, static_cast<double>(drafted));
   metrics_->Add(metric::kSpecAccepted, name_, static_cast<double>(kept));
   if (kept == drafted) {
