@@ -449,7 +449,6 @@ void Scheduler::Step() {
   // and would make prefill look nearly free to the forecast.
   const double step_seconds = std::chrono::duration<double>(Clock::now() - decode_start).count();
   if (decoded) forecaster_.RecordStep(step_seconds, prefill_tokens, generating);
-  if (decoded && prefill_tokens == 0) step_cost_.Record(generating, step_seconds);
   if (!decoded) {
     RetryAlone(decoded.error().message);
     UpdateGauges();
@@ -459,8 +458,13 @@ void Scheduler::Step() {
   const bool drafted =
       std::any_of(decoding.begin(), decoding.end(), [](const Slot* d) { return !d->draft.empty(); });
   for (auto& sp : slots_) Sample(*sp);
-  if (drafter_ && prefill_tokens == 0)
-    MeasureSpec(drafted, std::chrono::duration<double>(Clock::now() - step_start).count(), tokens_this_step_);
+  if (drafter_ && prefill_tokens == 0) {
+    // The whole step, drafting and sampling each draft's position included:
+    // on a small model those cost as much as the decode they ride on.
+    const double whole_step = std::chrono::duration<double>(Clock::now() - step_start).count();
+    step_cost_.Record(generating, whole_step);
+    MeasureSpec(drafted, whole_step, tokens_this_step_);
+  }
   UpdateGauges();
 }
 

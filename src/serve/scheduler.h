@@ -184,8 +184,9 @@ class Scheduler {
   int spec_samples_ = 0, plain_samples_ = 0, spec_off_steps_ = 0, spec_steps_since_probe_ = 0;
   int spec_off_length_ = 256;  // the next pause; doubles while drafting keeps losing
   int tokens_this_step_ = 0;   // tokens emitted in the current step
-  // GUARDED_BY(scheduler thread): decode-only step seconds against their
-  // tokens (what a draft costs), and the share of drafts kept across answers.
+  // GUARDED_BY(scheduler thread): decode-only steps' seconds (drafting and
+  // sampling included) against their tokens (what a draft costs), and the
+  // share of drafts kept across answers.
   StepCost step_cost_;
   double spec_accept_ = 0.5;
   void FinishSlot(Slot& s, Finish why, const std::string& error = "");
