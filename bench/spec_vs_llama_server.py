@@ -51,22 +51,26 @@ SERVERS = {
 
 def label(kind):
     # "-split": hone with one KV stream per slot (--kv-unified off), llama.cpp's
-    # layout with explicit -np, where a mixed step runs as several passes.
-    if kind.endswith("-split"):
-        return SERVERS[kind[:-len("-split")]] + " --kv-unified off"
+    # layout with explicit -np, where a mixed step runs as several passes;
+    # "-shared": one stream for all slots (--kv-unified on).
+    for suffix, flag in (("-split", "off"), ("-shared", "on")):
+        if kind.endswith(suffix):
+            return SERVERS[kind[:-len(suffix)]] + " --kv-unified " + flag
     return SERVERS[kind]
 
 
 def start(kind, a, peer_bin):
     port = free_port()
     model_dir = os.path.dirname(os.path.abspath(a.model))
-    split = kind.endswith("-split")
-    kind = kind[:-len("-split")] if split else kind
+    layout = None
+    for suffix, flag in (("-split", "off"), ("-shared", "on")):
+        if kind.endswith(suffix):
+            layout, kind = flag, kind[:-len(suffix)]
     if kind.startswith("hone"):
         cmd = [a.hone, "serve", "--models", model_dir, "--port", str(port), "--slots", "8", "--threads", str(a.threads),
                "--quiet", "true", "--cache-ram", "0", "--cache-disk", "0"]
-        if split:
-            cmd += ["--kv-unified", "off"]
+        if layout:
+            cmd += ["--kv-unified", layout]
         if kind == "hone-spec":
             cmd += ["--spec", "ngram-simple", "--spec-ngram", str(a.ngram)]
         elif kind == "hone-mod":
@@ -160,7 +164,7 @@ def main():
             try:
                 one(port, model, PROMPTS[0], 8)  # warm
                 for lv in levels:
-                    hone_spec = kind.startswith("hone-") and kind != "hone-split"
+                    hone_spec = kind.startswith("hone-") and kind not in ("hone-split", "hone-shared")
                     before = spec_counts(port, model) if hone_spec else (0, 0)
                     r = level(port, model, lv, a)
                     if hone_spec:

@@ -113,7 +113,9 @@ Result<serve::PoolOptions> PoolOptionsFrom(const serve::ServeConfig& c) {
   auto fa = engine::ParseFlashAttn(c.flash_attn);
   if (!fa) return fa.error();
   s.flash_attn = *fa;
-  s.kv_unified = c.kv_unified == "on";
+  s.kv_unified = c.kv_unified == "on"    ? serve::KvUnified::kOn
+                 : c.kv_unified == "off" ? serve::KvUnified::kOff
+                                         : serve::KvUnified::kAuto;
   auto lm = engine::ParseLoadMode(c.load_mode);
   if (!lm) return lm.error();
   p.load_mode = *lm;

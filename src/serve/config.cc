@@ -84,10 +84,11 @@ std::vector<Setting<ServeConfig>> ServingSettings() {
        [](ServeConfig& c, const std::string& v) { return c.flash_attn = v, Status::Ok(); }},
       {"kv-type", "KV cache type (f16, q8_0, ...)",
        [](ServeConfig& c, const std::string& v) { return c.kv_type = v, Status::Ok(); }},
-      {"kv-unified", "on or off: all slots in one KV stream (mixed steps run as one pass)",
+      {"kv-unified", "auto, on or off: all slots in one KV stream (auto: for models that draft)",
        [](ServeConfig& c, const std::string& v) {
-         if (v != "on" && v != "off")
-           return Status(MakeError(ErrorCode::kInvalidArgument, "kv-unified must be on or off, not " + v));
+         if (v != "auto" && v != "on" && v != "off")
+           return Status(
+               MakeError(ErrorCode::kInvalidArgument, "kv-unified must be auto, on or off, not " + v));
          return c.kv_unified = v, Status::Ok();
        }},
       {"load-mode", "mmap, no-mmap, mlock",

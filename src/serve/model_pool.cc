@@ -250,7 +250,7 @@ void ModelPool::PromptCacheFor(const RegistryEntry& e, SchedulerOptions* so) con
       "model=" + (hash ? *hash : std::string("unknown")) + ";llama.cpp=" + engine::LlamaVersion() +
       ";kv=" + kv_k + "/" + kv_v + ";fa=" + engine::FlashAttnName(fa) +
       ";slots=" + std::to_string(so->slots) +  // llama.cpp refuses a state saved with another stream count
-      ";unified=" + (so->kv_unified ? "1" : "0");
+      ";unified=" + (UsesSharedKv(*so) ? "1" : "0");
   if (!so->cache.dir.empty()) {
     std::string safe;
     for (char c : e.name) safe += std::isalnum(static_cast<unsigned char>(c)) || c == '-' ? c : '_';
@@ -317,12 +317,13 @@ Result<std::shared_ptr<LoadedModel>> ModelPool::Load(const RegistryEntry& e) {
   lo.mode = opt_.load_mode;
   std::string profile_path, profile_spec;
   ApplyTunedProfile(e, &so, &lo, &profile_path, &profile_spec);
-  if (so.cache.ram_bytes > 0 || so.cache.disk_bytes > 0) PromptCacheFor(e, &so);
   std::string draft_path;
   if (Status s = ChooseSpec(e, profile_spec, &so, &draft_path); !s) {
     metrics_->Add(metric::kLoadFailures, e.name);
     return s.error();
   }
+  // After the speculation is chosen: it decides the KV layout, part of the key.
+  if (so.cache.ram_bytes > 0 || so.cache.disk_bytes > 0) PromptCacheFor(e, &so);
   uint64_t need = EstimateBytes(e, so);
   if (!draft_path.empty()) {  // the draft model and its KV count too
     RegistryEntry draft{e.name + " (draft)", draft_path, 0, {}};

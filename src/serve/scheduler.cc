@@ -42,6 +42,12 @@ Result<std::unique_ptr<engine::Drafter>> CreateDrafter(const SchedulerOptions& o
 
 }  // namespace
 
+bool UsesSharedKv(const SchedulerOptions& opt) {
+  if (opt.slots <= 1 || opt.kv_unified == KvUnified::kOff) return false;
+  const bool drafts = (opt.spec != "none" && !opt.spec.empty()) || opt.draft_model;
+  return opt.kv_unified == KvUnified::kOn || drafts;
+}
+
 Result<std::unique_ptr<Scheduler>> Scheduler::Create(std::shared_ptr<engine::Model> model,
                                                      const SchedulerOptions& in, Metrics* metrics,
                                                      std::string model_name) {
@@ -61,7 +67,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(std::shared_ptr<engine::Mod
   }
   so.n_ctx = static_cast<uint32_t>(opt.ctx_per_slot * opt.slots);
   so.n_seq_max = static_cast<uint32_t>(opt.slots);
-  so.kv_unified = opt.kv_unified && opt.slots > 1;
+  so.kv_unified = UsesSharedKv(opt);
   so.n_batch = static_cast<uint32_t>(opt.batch);
   so.n_ubatch = std::min<uint32_t>(so.n_ubatch, so.n_batch);
   so.memory_budget_bytes = opt.memory_budget_bytes;

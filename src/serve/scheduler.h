@@ -49,6 +49,12 @@
 
 namespace hone::serve {
 
+enum class KvUnified { kAuto, kOn, kOff };
+
+struct SchedulerOptions;
+// Whether a scheduler with these options puts its slots in one KV stream.
+bool UsesSharedKv(const SchedulerOptions& opt);
+
 struct SchedulerOptions {
   int slots = 4;            // parallel sequences
   int ctx_per_slot = 4096;  // KV cells per sequence (rounded up to 256)
@@ -64,8 +70,10 @@ struct SchedulerOptions {
   std::string kv_type = "f16";
   // All slots in one KV stream (engine::SessionOptions::kv_unified): mixed
   // steps (drafts beside single tokens, slots with gaps in their ids) run
-  // as one forward pass instead of several.
-  bool kv_unified = true;
+  // as one forward pass instead of several, but every token's attention
+  // walks all slots' cells (masked), which costs with long contexts in many
+  // slots (bench/kv_layout.py). Auto: shared when the model drafts.
+  KvUnified kv_unified = KvUnified::kAuto;
   uint64_t memory_budget_bytes = 0;
   // Run parameters from a tuned profile (threads, pinning, ubatch, attention,
   // KV type); when set they replace threads/flash_attn/kv_type above.

@@ -89,7 +89,8 @@ TEST_F(SchedulerTest, SharedAndSeparateKvStreamsGiveTheSameText) {
       {"A big red ball", 40}, {"The little dog", 6}, {"Tom was", 40}, {"Lily saw a cat", 9}, {"One day", 30}};
   std::vector<std::string> texts[2];
   for (bool unified : {false, true}) {
-    auto s = Make({.slots = 4, .ctx_per_slot = 256, .kv_unified = unified});
+    auto s =
+        Make({.slots = 4, .ctx_per_slot = 256, .kv_unified = unified ? KvUnified::kOn : KvUnified::kOff});
     std::vector<std::shared_ptr<Job>> jobs;
     for (const auto& [prompt, n] : work) {
       jobs.push_back(NewJob(prompt, n));
@@ -236,9 +237,7 @@ TEST_F(SchedulerTest, HeldPlacesCountAsTakenUntilUsedOrGivenBack) {
   ASSERT_EQ(*s->Submit(runner, &a), SubmitResult::kOk);
   EXPECT_FALSE(a);  // used up
   EXPECT_FALSE(s->HoldPlace());
-  {
-    QueuePlace given_back = std::move(b);
-  }
+  { QueuePlace given_back = std::move(b); }
   QueuePlace c = s->HoldPlace();
   EXPECT_TRUE(c);
   auto waiting = NewJob("Once upon a time", 5);

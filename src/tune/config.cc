@@ -48,7 +48,6 @@ engine::SessionOptions Config::ToSessionOptions(uint32_t n_ctx) const {
   engine::SessionOptions o;
   o.n_ctx = n_ctx;
   o.n_seq_max = static_cast<uint32_t>(std::max(1, n_parallel));
-  o.kv_unified = n_parallel > 1;  // the KV layout hone serve uses (serve/scheduler.h)
   o.kv_type_k = o.kv_type_v = kv_type;
   o.n_batch = static_cast<uint32_t>(n_batch);
   o.n_ubatch = static_cast<uint32_t>(n_ubatch);
