@@ -262,8 +262,9 @@ class PromptCacheServe : public ::testing::TestWithParam<const char*> {
     ASSERT_TRUE(m.ok()) << m.error().ToString();
     model_ = *m;
   }
-  std::unique_ptr<Scheduler> Make(uint64_t ram, uint64_t disk = 0, const std::string& dir = "") {
-    SchedulerOptions o{.slots = 1, .ctx_per_slot = 256};
+  std::unique_ptr<Scheduler> Make(uint64_t ram, uint64_t disk = 0, const std::string& dir = "", int slots = 1,
+                                  KvUnified layout = KvUnified::kAuto) {
+    SchedulerOptions o{.slots = slots, .ctx_per_slot = 256, .kv_unified = layout};
     o.threads = 1;  // see scheduler_test.cc: two tests share 2 cores
     o.cache.ram_bytes = ram;
     o.cache.disk_bytes = disk;
@@ -337,6 +338,33 @@ TEST_P(PromptCacheServe, AReturningTurnRestoresItsPrefixAndAnswersAsAFreshServer
   ASSERT_EQ(FirstTurnThenEvict(*s, ""), answer);
   auto [text, r] = Run(*s, NewJob(again, 24));
   EXPECT_EQ(text, expected);  // token-identical greedy answer
+  EXPECT_GE(r.cached_tokens, static_cast<int>(FirstTurn().size()));
+  EXPECT_EQ(metrics_.Get("hone_prompt_cache_ram_hits_total", "m"), 1);
+}
+
+// One KV stream for both slots (--kv-unified on): the other slot's cells sit
+// among the free ones, and the restored state lands in whatever cells are
+// free; the answer is still the fresh server's.
+TEST_P(PromptCacheServe, ARestoreIntoASharedStreamBesideAnotherSlotAnswersTheSame) {
+  auto fresh = Make(0);
+  std::vector<Token> answer;
+  {
+    auto [text, r] = Run(*fresh, NewJob(FirstTurn(), 12));
+    answer = Tokens(text, false);
+  }
+  const auto again = Returning(FirstTurn(), answer);
+  fresh.reset();
+  fresh = Make(0);
+  auto [expected, fresh_r] = Run(*fresh, NewJob(again, 24));
+
+  auto s = Make(64 << 20, 0, "", 2, KvUnified::kOn);
+  Run(*s, NewJob(FirstTurn(), 12));  // slot A
+  Run(*s,
+      NewJob(Tokens("The sun was hot and the dog was sleeping under a big green tree.", true), 8));  // slot B
+  // The least recently used slot (A) is taken: the first conversation goes to the cache.
+  Run(*s, NewJob(Tokens("Tom had a toy car. The toy car was red and fast and shiny.", true), 8));
+  auto [text, r] = Run(*s, NewJob(again, 24));  // restored into B's place, beside A's cells
+  EXPECT_EQ(text, expected);
   EXPECT_GE(r.cached_tokens, static_cast<int>(FirstTurn().size()));
   EXPECT_EQ(metrics_.Get("hone_prompt_cache_ram_hits_total", "m"), 1);
 }

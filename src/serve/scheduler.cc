@@ -42,10 +42,15 @@ Result<std::unique_ptr<engine::Drafter>> CreateDrafter(const SchedulerOptions& o
 
 }  // namespace
 
+namespace {
+bool Drafts(const SchedulerOptions& opt) {
+  return (opt.spec != "none" && !opt.spec.empty()) || opt.draft_model;
+}
+}  // namespace
+
 bool UsesSharedKv(const SchedulerOptions& opt) {
   if (opt.slots <= 1 || opt.kv_unified == KvUnified::kOff) return false;
-  const bool drafts = (opt.spec != "none" && !opt.spec.empty()) || opt.draft_model;
-  return opt.kv_unified == KvUnified::kOn || drafts;
+  return opt.kv_unified == KvUnified::kOn || Drafts(opt);
 }
 
 Result<std::unique_ptr<Scheduler>> Scheduler::Create(std::shared_ptr<engine::Model> model,
@@ -94,7 +99,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(std::shared_ptr<engine::Mod
   } else if (opt.cache.ram_bytes > 0 || opt.cache.disk_bytes > 0) {
     s->cache_ = std::make_unique<PromptCache>(opt.cache, metrics, s->name_);
   }
-  if ((opt.spec != "none" && !opt.spec.empty()) || opt.draft_model) {
+  if (Drafts(opt)) {
     auto drafter = CreateDrafter(opt, so, *s->session_);
     if (!drafter) return drafter.error();
     s->drafter_ = std::move(*drafter);

@@ -175,6 +175,14 @@ test('an unknown --spec mode is refused at start, naming the modes', () => {
   assert.match(d.stderr, /draft-simple needs a draft model \(--draft MODEL\)/);
 });
 
+// `spec` above drafts, so --kv-unified auto puts its slots in one KV stream;
+// `plain` keeps one per slot: the identity tests compare the two layouts too.
+test('a --kv-unified value other than auto, on or off is refused at start, naming them', () => {
+  const r = spawnSync(HONE, ['serve', '--models', dir, '--port', '0', '--kv-unified', 'yes'], { encoding: 'utf8', timeout: 20000 });
+  assert.equal(r.status, 2, r.stderr);
+  assert.match(r.stderr, /kv-unified must be auto, on or off, not yes/);
+});
+
 test('a draft model: the same greedy and seeded output, drafts made for two slots at once and kept', async () => {
   const two = async (server, body) => Promise.all(prompts.slice(0, 2).map((prompt) => complete(server, { prompt, ...body })));
   assert.deepEqual(await two(drafted, { temperature: 0 }), await two(plain, { temperature: 0 }));
