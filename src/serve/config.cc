@@ -84,7 +84,7 @@ std::vector<Setting<ServeConfig>> ServingSettings() {
        [](ServeConfig& c, const std::string& v) { return c.flash_attn = v, Status::Ok(); }},
       {"kv-type", "KV cache type (f16, q8_0, ...)",
        [](ServeConfig& c, const std::string& v) { return c.kv_type = v, Status::Ok(); }},
-      {"kv-unified", "auto, on or off: all slots in one KV stream (auto: for models that draft)",
+      {"kv-unified", "auto, on or off: all slots in one KV stream (auto: one per slot)",
        [](ServeConfig& c, const std::string& v) {
          if (v != "auto" && v != "on" && v != "off")
            return Status(

@@ -38,7 +38,7 @@ struct ServeConfig {
   int threads = 0;              // 0 = physical cores
   std::string flash_attn = "auto";
   std::string kv_type = "f16";
-  std::string kv_unified = "auto";  // auto, on or off: every slot in one KV stream (auto: when drafting)
+  std::string kv_unified = "auto";  // auto, on or off: every slot in one KV stream (auto: one per slot)
   std::string load_mode = "mmap";
   std::string keep_alive = "5m";               // default idle time before unload; -1 = forever
   std::string memory_limit;                    // e.g. "8G"; empty = free memory (cgroup aware)

@@ -50,7 +50,7 @@ bool Drafts(const SchedulerOptions& opt) {
 
 bool UsesSharedKv(const SchedulerOptions& opt) {
   if (opt.slots <= 1 || opt.kv_unified == KvUnified::kOff) return false;
-  return opt.kv_unified == KvUnified::kOn || Drafts(opt);
+  return opt.kv_unified == KvUnified::kOn;
 }
 
 Result<std::unique_ptr<Scheduler>> Scheduler::Create(std::shared_ptr<engine::Model> model,
@@ -104,6 +104,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(std::shared_ptr<engine::Mod
     if (!drafter) return drafter.error();
     s->drafter_ = std::move(*drafter);
   }
+  s->OpenStepTrace();
   s->thread_ = std::thread([p = s.get()] { p->Loop(); });
   return s;
 }
@@ -125,6 +126,7 @@ Scheduler::~Scheduler() {
   r.finish = Finish::kCancelled;
   r.error = "the model was unloaded";
   for (auto& p : queue_) p.job->Finish(r);
+  if (step_trace_) std::fclose(step_trace_);
 }
 
 int Scheduler::waiting() const {
@@ -466,16 +468,17 @@ void Scheduler::Step() {
     return;
   }
   // 3. Sample where logits came out (which clears each slot's drafts: ask first).
-  const bool drafted =
-      std::any_of(decoding.begin(), decoding.end(), [](const Slot* d) { return !d->draft.empty(); });
+  int drafts = 0;
+  for (const Slot* d : decoding) drafts += static_cast<int>(d->draft.size());
   for (auto& sp : slots_) Sample(*sp);
+  // The whole step, drafting and sampling each draft's position included:
+  // on a small model those cost as much as the decode they ride on.
+  const double whole_step = std::chrono::duration<double>(Clock::now() - step_start).count();
   if (drafter_ && prefill_tokens == 0) {
-    // The whole step, drafting and sampling each draft's position included:
-    // on a small model those cost as much as the decode they ride on.
-    const double whole_step = std::chrono::duration<double>(Clock::now() - step_start).count();
     step_cost_.Record(generating, whole_step);
-    MeasureSpec(drafted, whole_step, tokens_this_step_);
+    MeasureSpec(drafts > 0, whole_step, tokens_this_step_);
   }
+  if (step_trace_) TraceStep(generating, prefill_tokens, drafts, step_seconds, whole_step);
   UpdateGauges();
 }
 

@@ -26,6 +26,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -72,7 +73,9 @@ struct SchedulerOptions {
   // steps (drafts beside single tokens, slots with gaps in their ids) run
   // as one forward pass instead of several, but every token's attention
   // walks all slots' cells (masked), which costs with long contexts in many
-  // slots (bench/kv_layout.py). Auto: shared when the model drafts.
+  // slots (bench/kv_layout.py). Auto: one stream per slot, drafting or
+  // not (a drafting model then drafts only for a slot generating alone:
+  // serve/scheduler_spec.cc, measured there).
   KvUnified kv_unified = KvUnified::kAuto;
   uint64_t memory_budget_bytes = 0;
   // Run parameters from a tuned profile (threads, pinning, ubatch, attention,
@@ -197,6 +200,12 @@ class Scheduler {
   // share of drafts kept across answers.
   StepCost step_cost_;
   double spec_accept_ = 0.5;
+  // HONE_STEP_TRACE=FILE: one CSV line per step (what a step carried and
+  // what it cost), for finding where time goes; null when unset.
+  // GUARDED_BY(scheduler thread).
+  std::FILE* step_trace_ = nullptr;
+  void OpenStepTrace();
+  void TraceStep(int decode_tokens, int prefill_tokens, int drafted, double decode_s, double whole_s);
   void FinishSlot(Slot& s, Finish why, const std::string& error = "");
   void UpdateGauges();
   // serve/scheduler_cache.cc: the slots and the prompt cache.

@@ -32,7 +32,7 @@ before(async () => {
   plain = await startServer(common);
   // --spec-min-gain 0: always draft, so each test exercises drafts (on this
   // tiny model drafting does not pay, and would otherwise pause).
-  spec = await startServer([...common, '--spec', 'ngram-simple', '--spec-ngram', '3', '--spec-min-gain', '0']);
+  spec = await startServer([...common, '--spec', 'ngram-simple', '--spec-ngram', '3', '--spec-min-gain', '0', '--kv-unified', 'on']);
   // The TinyStories model drafts with stories260K (same 512-piece vocabulary);
   // `tiny` (Qwen's vocabulary) is given the same draft model, which cannot fit it.
   const config = path.join(dir, 'draft.toml');
@@ -175,8 +175,9 @@ test('an unknown --spec mode is refused at start, naming the modes', () => {
   assert.match(d.stderr, /draft-simple needs a draft model \(--draft MODEL\)/);
 });
 
-// `spec` above drafts, so --kv-unified auto puts its slots in one KV stream;
-// `plain` keeps one per slot: the identity tests compare the two layouts too.
+// `spec` above drafts with its slots in one KV stream (--kv-unified on);
+// `plain` and `drafted` keep one per slot (auto): the identity tests compare
+// the two layouts too.
 test('a --kv-unified value other than auto, on or off is refused at start, naming them', () => {
   const r = spawnSync(HONE, ['serve', '--models', dir, '--port', '0', '--kv-unified', 'yes'], { encoding: 'utf8', timeout: 20000 });
   assert.equal(r.status, 2, r.stderr);
