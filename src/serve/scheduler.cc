@@ -40,9 +40,6 @@ Result<std::unique_ptr<engine::Drafter>> CreateDrafter(const SchedulerOptions& o
   return engine::Drafter::Create(std::move(d));
 }
 
-}  // namespace
-
-namespace {
 bool Drafts(const SchedulerOptions& opt) {
   return (opt.spec != "none" && !opt.spec.empty()) || opt.draft_model;
 }
