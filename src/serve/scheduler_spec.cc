@@ -188,6 +188,9 @@ void Scheduler::OpenStepTrace() {
     std::fprintf(stderr, "hone serve: HONE_STEP_TRACE: cannot open %s\n", path);
     return;
   }
+  // One header per file: several models (and reloads) append to it.
+  std::fseek(step_trace_, 0, SEEK_END);
+  if (std::ftell(step_trace_) > 0) return;
   std::fprintf(step_trace_,
                "model,step,decode_tokens,prefill_tokens,drafted,emitted,decode_s,whole_s,fit_fixed_s,fit_per_"
                "token_s\n");
