@@ -21,7 +21,7 @@ llama-draft: the draft model --draft [../shared/models/stories260K.gguf]
 draft-simple --draft M --spec-max N; llama-server -md M --spec-type
 draft-simple --spec-draft-n-max N).
 
-Usage: bench/spec_vs_llama_server.py [--model M] [--ngram 3] [--reps 3] [--levels 1,4,8]
+Usage: bench/spec_vs_llama_server.py [--model M] [--ngram 3] [--reps 3] [--levels 1,4,8] [--prompts mixed|copy]
        [--max-tokens 200] [--per-client 4] [--draft M] [--draft-max 8]
        [--servers hone,hone-spec,llama,llama-spec,hone-mod,llama-mod,hone-draft,llama-draft]
 Writes bench/results/spec-<host>-<date>.{md,json}.
@@ -40,6 +40,13 @@ PROMPTS = [
     "One day, a little girl named Sue went to the park with her mom. At the park, Sue saw a big slide.",
     "Tom had a toy car. The toy car was red. Tom said, \"My toy car is red.\" Anna had a toy car. The toy car was blue. Anna said,",
     "There was a big dog named Spot. Spot liked to run and jump. One day, Spot saw a cat in the garden.",
+]
+# Copy-heavy only (--prompts copy): the answer restates what the prompt holds,
+# as a support answer restates order numbers and policy text.
+COPY_PROMPTS = [PROMPTS[0], PROMPTS[2], PROMPTS[4],
+    'Mom said, "Put the red block on the blue block." Tim put the red block on the blue block. Mom said, "Put the green block on the red block." Tim',
+    "The little duck said, \"Quack, quack, I want to swim.\" The big duck said, \"Quack, quack, I want to swim.\" The baby duck said,",
+    "Sam saw a bird. The bird was blue. Sam saw a frog. The frog was green. Sam saw a fish. The fish was",
 ]
 SERVERS = {
     "hone": "hone, no spec", "hone-spec": "hone --spec ngram-simple",
@@ -119,7 +126,8 @@ def level(port, model, clients, a):
 
     def client(i):
         for k in range(a.per_client):
-            n, d, kept = one(port, model, PROMPTS[(i + k) % len(PROMPTS)], a.max_tokens)
+            prompts = COPY_PROMPTS if a.prompts == "copy" else PROMPTS
+            n, d, kept = one(port, model, prompts[(i + k) % len(prompts)], a.max_tokens)
             with lock:
                 out["tokens"] += n
                 out["drafted"] += d
@@ -149,6 +157,8 @@ def main():
     ap.add_argument("--servers", default="hone,hone-spec,llama,llama-spec")
     ap.add_argument("--draft", default=os.path.join(ROOT, "..", "shared", "models", "stories260K.gguf"))
     ap.add_argument("--draft-max", type=int, default=8)
+    ap.add_argument("--prompts", choices=("mixed", "copy"), default="mixed",
+                    help="mixed: TinyStories openings, a third copy-heavy; copy: copy-heavy only")
     a = ap.parse_args()
     a.model = os.path.abspath(a.model)
     a.draft = os.path.abspath(a.draft)
@@ -184,7 +194,8 @@ def write(a, model, kinds, levels, data):
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
     md = [f"# Speculative decoding: hone vs llama-server ({stamp})", "",
           f"Machine: {cpu}, {os.cpu_count()} CPUs; model {os.path.basename(a.model)}; greedy, ignore_eos, "
-          f"{a.max_tokens} tokens per request, {a.per_client} requests per client; n-gram {a.ngram}; {a.reps} reps.",
+          f"{a.max_tokens} tokens per request, {a.per_client} requests per client; n-gram {a.ngram}; {a.reps} reps; "
+          f"prompts: {a.prompts}.",
           f"Command: `python3 bench/spec_vs_llama_server.py {' '.join(sys.argv[1:])}`", "",
           "| server | clients | tok/s (mean ± 95% CI) | ratio to hone, no spec | drafts kept |", "|---|---|---|---|---|"]
     for kind in kinds:
