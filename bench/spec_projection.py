@@ -42,8 +42,10 @@ def serve(a, trace, spec):
     cmd = [a.hone, "serve", "--models", os.path.dirname(a.model), "--port", str(port), "--slots", "1",
            "--quiet", "true", "--cache-ram", "0", "--cache-disk", "0"]
     if spec:
-        cmd += ["--spec", "ngram-simple", "--spec-ngram", str(a.ngram), "--spec-min-gain", "0",
+        cmd += ["--spec", a.spec, "--spec-ngram", str(a.ngram), "--spec-min-gain", "0",
                 "--spec-max", str(a.spec_max)]
+        if a.draft:
+            cmd += ["--draft", a.draft]
     env = dict(os.environ, HONE_STEP_TRACE=trace)
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     wait_ready(port, p)
@@ -119,12 +121,17 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--requests", type=int, default=6)
     ap.add_argument("--max-tokens", type=int, default=200)
+    ap.add_argument("--spec", default="ngram-simple",
+                    help="the drafter: an n-gram type, draft-simple (with --draft) or a list, as hone serve --spec")
+    ap.add_argument("--draft", help="draft model GGUF for --spec draft-simple (e.g. ../shared/models/stories260K.gguf)")
     ap.add_argument("--ngram", type=int, default=3)
     ap.add_argument("--spec-max", type=int, default=8)
     ap.add_argument("--curve", action="append",
                     help="spec_cost_curve JSON (repeatable; default: every one in bench/results)")
     a = ap.parse_args()
     a.model = os.path.abspath(a.model)
+    if a.draft:
+        a.draft = os.path.abspath(a.draft)
     model = os.path.splitext(os.path.basename(a.model))[0]
     tmp = tempfile.mkdtemp(prefix="hone-proj-")
     plain_tps, spec_tps, ratios, spec_steps, plain_steps = [], [], [], [], []
@@ -162,8 +169,8 @@ def report(a, plain_tps, spec_tps, ratios, run, plain):
     mine = own_curve(run, plain)
     lines = [f"# Single stream on copy-heavy prompts: measured here, projected elsewhere "
              f"({datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC)", "",
-             f"Model {os.path.basename(a.model)}, `--spec ngram-simple --spec-ngram {a.ngram} --spec-min-gain 0 "
-             f"--spec-max {a.spec_max}`, {a.requests} copy-heavy requests of {a.max_tokens} tokens per run, "
+             f"Model {os.path.basename(a.model)}, `--spec {a.spec} --spec-ngram {a.ngram} --spec-min-gain 0 "
+             f"--spec-max {a.spec_max}{' --draft ' + os.path.basename(a.draft) if a.draft else ''}`, {a.requests} copy-heavy requests of {a.max_tokens} tokens per run, "
              f"{a.reps} interleaved reps. Command: `python3 bench/spec_projection.py {' '.join(sys.argv[1:])}`", "",
              "## Measured on this machine", "",
              f"- plain {p['mean']:.0f} ± {p['ci95']:.0f} tok/s, always drafting {s['mean']:.0f} ± {s['ci95']:.0f} "
