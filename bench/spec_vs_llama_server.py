@@ -144,6 +144,39 @@ def level(port, model, clients, a):
     return out
 
 
+def measure(a, model, kind, port, lv, rep, data):
+    hone_spec = kind.startswith("hone-") and kind not in ("hone-split", "hone-shared")
+    before = spec_counts(port, model) if hone_spec else (0, 0)
+    r = level(port, model, lv, a)
+    if hone_spec:
+        after = spec_counts(port, model)
+        r["drafted"], r["kept"] = after[0] - before[0], after[1] - before[1]
+    data[kind][lv].append(r)
+    print(f"rep {rep} {kind:10s} {lv} clients: {r['tps']:.0f} tok/s, drafts kept "
+          f"{r['kept']:.0f}/{r['drafted']:.0f}", file=sys.stderr)
+
+
+def run_alive(a, model, kinds, levels, peer_bin, data):
+    """Every server started once and kept: each rep runs one short round per
+    server back to back (the order rotating), so the drift of a shared
+    machine falls alike on the rounds a ratio pairs, and hone's adaptation
+    runs over one long server life, as in production."""
+    servers = {}
+    try:
+        for kind in kinds:
+            servers[kind] = start(kind, a, peer_bin)
+            one(servers[kind][1], model, PROMPTS[0], 8)  # warm
+        for rep in range(a.reps):
+            for lv in levels:
+                order = kinds[rep % len(kinds):] + kinds[:rep % len(kinds)]
+                for kind in order:
+                    measure(a, model, kind, servers[kind][1], lv, rep, data)
+    finally:
+        for p, _ in servers.values():
+            p.terminate()
+            p.wait()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.join(ROOT, "..", "shared", "models", "tinystories-d256-l4-f32.gguf"))
@@ -159,6 +192,9 @@ def main():
     ap.add_argument("--draft-max", type=int, default=8)
     ap.add_argument("--prompts", choices=("mixed", "copy"), default="mixed",
                     help="mixed: TinyStories openings, a third copy-heavy; copy: copy-heavy only")
+    ap.add_argument("--alive", action="store_true",
+                    help="start every server once and alternate short rounds between them (tighter ratios "
+                         "on a noisy machine; one long server life)")
     a = ap.parse_args()
     a.model = os.path.abspath(a.model)
     a.draft = os.path.abspath(a.draft)
@@ -167,25 +203,20 @@ def main():
     peer_bin = os.environ.get("HONE_PEER_BIN_DIR") or os.path.join(peer_prefix(), "bin")
     levels = [int(x) for x in a.levels.split(",")]
     data = {k: {lv: [] for lv in levels} for k in kinds}
-    for rep in range(a.reps):
-        order = kinds[rep % len(kinds):] + kinds[:rep % len(kinds)]
-        for kind in order:
-            p, port = start(kind, a, peer_bin)
-            try:
-                one(port, model, PROMPTS[0], 8)  # warm
-                for lv in levels:
-                    hone_spec = kind.startswith("hone-") and kind not in ("hone-split", "hone-shared")
-                    before = spec_counts(port, model) if hone_spec else (0, 0)
-                    r = level(port, model, lv, a)
-                    if hone_spec:
-                        after = spec_counts(port, model)
-                        r["drafted"], r["kept"] = after[0] - before[0], after[1] - before[1]
-                    data[kind][lv].append(r)
-                    print(f"rep {rep} {kind:10s} {lv} clients: {r['tps']:.0f} tok/s, drafts kept "
-                          f"{r['kept']:.0f}/{r['drafted']:.0f}", file=sys.stderr)
-            finally:
-                p.terminate()
-                p.wait()
+    if a.alive:
+        run_alive(a, model, kinds, levels, peer_bin, data)
+    else:
+        for rep in range(a.reps):
+            order = kinds[rep % len(kinds):] + kinds[:rep % len(kinds)]
+            for kind in order:
+                p, port = start(kind, a, peer_bin)
+                try:
+                    one(port, model, PROMPTS[0], 8)  # warm
+                    for lv in levels:
+                        measure(a, model, kind, port, lv, rep, data)
+                finally:
+                    p.terminate()
+                    p.wait()
     write(a, model, kinds, levels, data)
 
 
@@ -195,7 +226,8 @@ def write(a, model, kinds, levels, data):
     md = [f"# Speculative decoding: hone vs llama-server ({stamp})", "",
           f"Machine: {cpu}, {os.cpu_count()} CPUs; model {os.path.basename(a.model)}; greedy, ignore_eos, "
           f"{a.max_tokens} tokens per request, {a.per_client} requests per client; n-gram {a.ngram}; {a.reps} reps; "
-          f"prompts: {a.prompts}.",
+          f"prompts: {a.prompts}; "
+          f"{'servers kept alive, rounds alternating' if a.alive else 'a fresh server per rep'}.",
           f"Command: `python3 bench/spec_vs_llama_server.py {' '.join(sys.argv[1:])}`", "",
           "| server | clients | tok/s (mean ± 95% CI) | ratio to hone, no spec | drafts kept |", "|---|---|---|---|---|"]
     for kind in kinds:

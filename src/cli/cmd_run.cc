@@ -27,7 +27,7 @@ struct RunArgs {
   bool no_profile = false;
   std::string spec = "auto";  // auto: the tuned profile's choice, else none
   std::string draft;
-  int spec_max = 16;
+  int spec_max = 64;
   int spec_ngram = 0;
   EngineFlags engine;
   SamplingFlags sampling;

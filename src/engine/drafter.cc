@@ -137,6 +137,7 @@ Result<std::unique_ptr<Drafter>> Drafter::Create(DrafterOptions o) {
   d->draft_ = std::move(o.draft_session);
   d->asked_.resize(static_cast<size_t>(n_seq));
   d->drafted_.assign(static_cast<size_t>(n_seq), false);
+  d->proposed_.assign(static_cast<size_t>(n_seq), 0);
   d->draft_kv_.resize(static_cast<size_t>(n_seq));
   return d;
 }
@@ -244,6 +245,7 @@ std::vector<Token> Drafter::Take(int seq) {
   a.asked = false;
   a.out.clear();
   drafted_[static_cast<size_t>(seq)] = !out.empty();
+  proposed_[static_cast<size_t>(seq)] = static_cast<int>(out.size());
   return out;
 }
 
@@ -257,6 +259,15 @@ void Drafter::Accept(int seq, int n_accepted) {
   if (!drafted_[static_cast<size_t>(seq)]) return;
   drafted_[static_cast<size_t>(seq)] = false;
   common_speculative_accept(spec_, seq, static_cast<uint16_t>(std::max(0, n_accepted)));
+}
+
+void Drafter::Accept(int seq, int used, int kept) {
+  const int proposed = proposed_[static_cast<size_t>(seq)];
+  if (used <= 0) {
+    drafted_[static_cast<size_t>(seq)] = false;
+    return;
+  }
+  Accept(seq, kept >= used && used < proposed ? proposed : kept);
 }
 
 }  // namespace hone::engine

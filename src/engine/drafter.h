@@ -74,6 +74,13 @@ class Drafter {
 
   // How many of the last draft the target kept (some drafters learn from it).
   void Accept(int seq, int n_accepted);
+  // The same when only the first `used` tokens of the draft Take gave went
+  // into the target's batch (the scheduler trims a draft to what pays).
+  // used 0 tells the drafter nothing. A trimmed draft kept whole counts as
+  // kept whole: llama.cpp's ngram-mod measures acceptance against the length
+  // it proposed and clears its n-gram pool after five drafts kept under a
+  // quarter, which every trimmed draft would otherwise look like.
+  void Accept(int seq, int used, int kept);
 
   static constexpr int kCatchUpPerStep = 256;
 
@@ -97,6 +104,7 @@ class Drafter {
   std::unique_ptr<Session> draft_;            // null for n-gram modes
   std::vector<Asked> asked_;                  // per sequence
   std::vector<bool> drafted_;                 // per sequence: a draft is out, awaiting Accept
+  std::vector<int> proposed_;                 // per sequence: the length of that draft
   std::vector<std::vector<Token>> draft_kv_;  // per sequence: the draft model's KV tokens
 };
 

@@ -29,7 +29,7 @@ struct GenerateRequest {
   // it and kept while the sampler agrees, so the output is the same tokens
   // (greedy) or the same distribution. Null: one token per decode.
   Drafter* drafter = nullptr;
-  int spec_max = 16;  // most drafts per step; the length adapts to acceptance
+  int spec_max = 64;  // most drafts per step; the length adapts to acceptance
 };
 
 struct GenerateResult {

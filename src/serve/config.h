@@ -30,7 +30,7 @@ struct ServeConfig {
   // or a mode of engine/drafter.h; `draft`: a draft model file for every model.
   std::string spec = "auto";
   std::string draft;
-  int spec_max = 16;            // most draft tokens per slot and step
+  int spec_max = 64;            // most draft tokens per slot and step
   int spec_ngram = 0;           // n-gram lookup length; 0: llama.cpp's default
   double spec_min_gain = 0.97;  // drafting pauses below this share of plain tokens/s; 0: always
   int max_queue = 64;           // waiting requests per model before 429

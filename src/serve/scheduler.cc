@@ -45,11 +45,6 @@ bool Drafts(const SchedulerOptions& opt) {
 }
 }  // namespace
 
-bool UsesSharedKv(const SchedulerOptions& opt) {
-  if (opt.slots <= 1 || opt.kv_unified == KvUnified::kOff) return false;
-  return opt.kv_unified == KvUnified::kOn;
-}
-
 Result<std::unique_ptr<Scheduler>> Scheduler::Create(std::shared_ptr<engine::Model> model,
                                                      const SchedulerOptions& in, Metrics* metrics,
                                                      std::string model_name) {
@@ -63,10 +58,10 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(std::shared_ptr<engine::Mod
   engine::SessionOptions so = opt.tuned.value_or(engine::SessionOptions{});
   if (!opt.tuned) {
     so.threads = opt.threads;
-    so.flash_attn = opt.flash_attn;
     so.kv_type_k = so.kv_type_v = opt.kv_type;
     so.n_ubatch = static_cast<uint32_t>(opt.batch);
   }
+  so.flash_attn = FlashAttnFor(opt);
   so.n_ctx = static_cast<uint32_t>(opt.ctx_per_slot * opt.slots);
   so.n_seq_max = static_cast<uint32_t>(opt.slots);
   so.kv_unified = UsesSharedKv(opt);
@@ -416,14 +411,15 @@ void Scheduler::Step() {
     Slot& s = *sp;
     s.logits_index = batch_->Add(s.id, s.next, static_cast<int>(s.cached.size()), true);
     s.cached.push_back(s.next);
-    std::vector<engine::Token> draft = drafter_ ? drafter_->Take(s.id) : std::vector<engine::Token>{};
-    for (engine::Token d : draft) {
+    for (engine::Token d : s.planned) {
       const int idx = batch_->Add(s.id, d, static_cast<int>(s.cached.size()), true);
       if (idx < 0) break;
       s.draft.push_back(d);
       s.draft_index.push_back(idx);
       s.cached.push_back(d);
     }
+    if (s.draft.empty() && !s.planned.empty()) drafter_->Accept(s.id, 0, 0);  // none fit the batch
+    s.planned.clear();
     ++seqs;
   }
   // 2. Prompt chunks fill the rest of the batch, smaller while others stream.

@@ -55,6 +55,8 @@ enum class KvUnified { kAuto, kOn, kOff };
 struct SchedulerOptions;
 // Whether a scheduler with these options puts its slots in one KV stream.
 bool UsesSharedKv(const SchedulerOptions& opt);
+// The flash attention it runs with: auto is off (scheduler.cc says why).
+engine::FlashAttn FlashAttnFor(const SchedulerOptions& opt);
 
 struct SchedulerOptions {
   int slots = 4;            // parallel sequences
@@ -91,7 +93,7 @@ struct SchedulerOptions {
   // The draft model (its vocabulary checked against the target's at
   // Create); it gets its own context with one sequence per slot.
   std::shared_ptr<engine::Model> draft_model;
-  int spec_max = 16;
+  int spec_max = 64;
   int spec_ngram = 0;  // tokens the n-gram lookup matches; 0: llama.cpp's default (12)
   // Drafting pauses when its measured tokens/s fall below this share of plain
   // decoding's (scheduler_spec.cc); 0: always draft, never probe.
@@ -184,7 +186,11 @@ class Scheduler {
   // serve/scheduler_spec.cc: speculative decoding per slot.
   // Asks the drafter for each slot's drafts to decode after s.next, within
   // `budget` tokens in all, and drafts them in one batch (drafter_->Take).
+  // Asks the drafter and leaves each decoding slot's draft for this step in
+  // Slot::planned, trimmed to what pays.
   void PlanDrafts(const std::vector<Slot*>& decoding, int budget);
+  int DraftRoom(const Slot& s) const;
+  int DraftLength(Slot& s, int available, int step_tokens, double step_emitted);
   void SampleDrafted(Slot& s);  // verifies a drafted step: keeps drafts while the sampler agrees
   bool SpecAllowedNow();        // this step may draft (not paused for not paying, not probing)
   void MeasureSpec(bool drafted, double seconds, int emitted);  // a decode-only step's tokens per second

@@ -29,6 +29,7 @@ struct Scheduler::Slot {
   // Speculative decoding (scheduler_spec.cc): this step's drafts after
   // `next` and their outputs, the draft length it earns, and steps to sit
   // out after drafts that kept missing.
+  std::vector<engine::Token> planned;  // this step's draft, before it goes into the batch
   std::vector<engine::Token> draft;
   std::vector<int> draft_index;
   int spec_len = 4;

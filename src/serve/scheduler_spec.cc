@@ -83,50 +83,77 @@ void Scheduler::MeasureSpec(bool drafted, double seconds, int emitted) {
   }
 }
 
+// The most a slot may draft this step: --spec-max, the room left in its
+// context (next, the drafts and the bonus token), and no draft past the
+// answer's end (next is one token of it).
+int Scheduler::DraftRoom(const Slot& s) const {
+  int n = std::min(opt_.spec_max, opt_.ctx_per_slot - static_cast<int>(s.cached.size()) - 2);
+  if (s.job->max_tokens >= 0) n = std::min(n, s.job->max_tokens - s.result.completion_tokens - 1);
+  return std::max(0, n);
+}
+
+// How many of `available` draft tokens the slot puts in this step: its
+// earned length, and only as many as raise the step's tokens per second; a
+// slot held back drafts one token now and then, so its share is measured
+// again (n-gram drafts cost nothing to find, only to check).
+int Scheduler::DraftLength(Slot& s, int available, int step_tokens, double step_emitted) {
+  if (s.spec_pause > 0) {
+    --s.spec_pause;
+    return 0;
+  }
+  int n = std::min(available, s.spec_len);
+  if (n <= 0 || opt_.spec_min_gain <= 0) return std::max(0, n);
+  const int worth = BestDraftLength(step_cost_, step_tokens, step_emitted, s.spec_accept, n, kMinStepGain);
+  if (worth == 0 && ++s.spec_idle < kExploreEvery) return 0;
+  if (worth == 0) s.spec_idle = 0;
+  return std::max(1, std::min(n, worth));
+}
+
 void Scheduler::PlanDrafts(const std::vector<Slot*>& decoding, int budget) {
-  // The step as planned so far: every slot's next token, and the drafts
-  // (with the tokens they are expected to keep) given out before this slot.
-  int step_tokens = static_cast<int>(decoding.size());
-  double step_emitted = step_tokens;
   // With one KV stream per slot, llama.cpp runs a step whose slots carry
   // different token counts as several forward passes (split_equal), each a
   // read of all weights: drafts then pay only for a slot generating alone.
   // bench/spec_vs_llama_server.py, 4 and 8 clients: drafting in shared
   // streams lost 15%, drafting beside others in split ones 4-6%.
   // --spec-min-gain 0 (always draft) drafts anyway.
-  if (opt_.spec_min_gain > 0 && step_tokens > 1 && !UsesSharedKv(opt_)) {
+  const bool split_passes = opt_.spec_min_gain > 0 && decoding.size() > 1 && !UsesSharedKv(opt_);
+  // The step as planned so far: every slot's next token, and the drafts
+  // (with the tokens they are expected to keep) given out before this slot.
+  int step_tokens = static_cast<int>(decoding.size());
+  double step_emitted = step_tokens;
+  if (!drafter_->has_draft_model()) {
+    // N-gram drafts cost next to nothing to find, and the drafter learns the
+    // text only from what it is asked about (ngram-mod adds the n-grams of
+    // the history it is shown to its pool, which repeated answers then hit):
+    // every generating slot asks every step, and each draft is then trimmed
+    // to what pays, its length known.
+    for (Slot* s : decoding)
+      if (int room = DraftRoom(*s); room > 0) drafter_->Ask(s->id, s->cached, s->next, room);
     drafter_->DraftAsked();
+    for (Slot* s : decoding) {
+      s->planned = drafter_->Take(s->id);
+      const int offered = std::min(static_cast<int>(s->planned.size()), budget);
+      const int n = split_passes || offered <= 0 ? 0 : DraftLength(*s, offered, step_tokens, step_emitted);
+      s->planned.resize(static_cast<size_t>(n));
+      if (n == 0) drafter_->Accept(s->id, 0, 0);
+      budget -= n;
+      step_tokens += n;
+      step_emitted += ExpectedKept(n, s->spec_accept);
+    }
     return;
   }
-  for (Slot* sp : decoding) {
-    Slot& s = *sp;
-    if (s.spec_pause > 0) {
-      --s.spec_pause;
-      continue;
-    }
-    int n = std::min(s.spec_len, budget);
-    if (n <= 0) continue;  // the batch has no room left for drafts
-    if (opt_.spec_min_gain > 0) {
-      // Only as many drafts as raise the step's tokens per second; a slot
-      // held back drafts one token now and then, so its share is measured
-      // again (n-gram drafts cost nothing to find, only to check).
-      const int worth =
-          BestDraftLength(step_cost_, step_tokens, step_emitted, s.spec_accept, n, kMinStepGain);
-      if (worth == 0 && ++s.spec_idle < kExploreEvery) continue;
-      if (worth == 0) s.spec_idle = 0;
-      n = std::max(1, std::min(n, worth));
-    }
-    // Room in the slot's context for next, the drafts and the bonus token.
-    n = std::min(n, opt_.ctx_per_slot - static_cast<int>(s.cached.size()) - 2);
-    // No draft past the answer's end: next is one token of it.
-    if (s.job->max_tokens >= 0) n = std::min(n, s.job->max_tokens - s.result.completion_tokens - 1);
+  // A draft model costs a forward pass per drafted position: decide first.
+  for (Slot* s : decoding) {
+    const int room = split_passes ? 0 : std::min(DraftRoom(*s), budget);
+    const int n = room > 0 ? DraftLength(*s, room, step_tokens, step_emitted) : 0;
     if (n <= 0) continue;
-    drafter_->Ask(s.id, s.cached, s.next, n);
+    drafter_->Ask(s->id, s->cached, s->next, n);
     budget -= n;
     step_tokens += n;
-    step_emitted += ExpectedKept(n, s.spec_accept);
+    step_emitted += ExpectedKept(n, s->spec_accept);
   }
   drafter_->DraftAsked();
+  for (Slot* s : decoding) s->planned = drafter_->Take(s->id);
 }
 
 void Scheduler::SampleDrafted(Slot& s) {
@@ -156,7 +183,7 @@ void Scheduler::SampleDrafted(Slot& s) {
     if (s.job)
       FinishSlot(s, Finish::kError, "speculative decoding: the rejected drafts could not be cut back");
   }
-  drafter_->Accept(s.id, static_cast<int>(kept));
+  drafter_->Accept(s.id, static_cast<int>(drafted), static_cast<int>(kept));
   // Each draft up to the first miss was a trial; a kept one a success.
   if (drafted > 0) {
     const double trials = static_cast<double>(kept + (kept < drafted ? 1 : 0));

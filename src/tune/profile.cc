@@ -123,7 +123,7 @@ Result<SpecChoice> SpecFromToml(const toml::table& sp) {
   spec.mode = sp["mode"].value_or(std::string("none"));
   spec.draft = sp["draft"].value_or(std::string());
   spec.ngram = static_cast<int>(sp["ngram"].value_or(int64_t{0}));
-  spec.max_draft = static_cast<int>(sp["max_draft"].value_or(int64_t{16}));
+  spec.max_draft = static_cast<int>(sp["max_draft"].value_or(int64_t{64}));
   spec.speedup = sp["speedup"].value_or(1.0);
   spec.acceptance = sp["acceptance"].value_or(0.0);
   if (const toml::array* a = sp["cost_curve"].as_array())

@@ -23,7 +23,7 @@ struct SpecChoice {
   std::string mode = "none";       // as `--spec` takes it
   std::string draft;               // the draft model file, for draft-simple
   int ngram = 0;                   // --spec-ngram; 0: llama.cpp's default
-  int max_draft = 16;              // --spec-max
+  int max_draft = 64;              // --spec-max
   double speedup = 1;              // decode tokens/s over no speculation (mean of paired runs)
   double acceptance = 0;           // share of drafts kept
   std::vector<double> cost_curve;  // t(k+1)/t(1) for k = 0, 1, 2, ...

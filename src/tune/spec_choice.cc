@@ -60,7 +60,7 @@ Status MeasureCostCurve(engine::Session& s, const std::vector<engine::Token>& co
   return Status::Ok();
 }
 
-SpecOption Option(const char* mode, int ngram, int max_draft = 16) {
+SpecOption Option(const char* mode, int ngram, int max_draft = 64) {
   SpecOption o;
   o.mode = mode;
   o.ngram = ngram;
@@ -107,7 +107,7 @@ Result<Run> Generate(engine::Session& s, const std::vector<engine::Token>& promp
   r.max_tokens = n;
   r.sampling.temperature = 0;
   r.drafter = d;
-  r.spec_max = d ? 16 : 1;
+  r.spec_max = d ? 64 : 1;
   auto g = engine::Generate(s, r);
   if (!g) return g.error();
   return Run{g->gen_tps(), g->draft_tokens, g->accepted_tokens, std::move(g->tokens)};

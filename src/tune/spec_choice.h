@@ -34,7 +34,7 @@ struct SpecTuneRequest {
 struct SpecOption {
   std::string mode = "none";
   int ngram = 0;  // 0: llama.cpp's default
-  int max_draft = 16;
+  int max_draft = 64;
   Summary tps;            // generated tokens per second
   Summary speedup;        // over none, paired per repetition
   int drafted = 0;        // draft tokens over all runs

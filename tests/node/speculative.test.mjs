@@ -28,7 +28,12 @@ before(async () => {
     const link = path.join(dir, name);
     if (!fs.existsSync(link)) fs.symlinkSync(path.join(modelsDir(), 'tiny.gguf'), link);
   }
-  const common = ['--models', dir, '--slots', '2', '--cache-ram', '0', '--cache-disk', '0'];
+  // Token identity holds where every verification batch runs the row-by-row
+  // attention kernel: flash attention on (hone serve's auto is off) and drafts
+  // under 63 tokens (its tiled kernel takes 64 rows and more). With plain
+  // attention, or longer drafts, attention over k+1 rows rounds differently
+  // from k+1 single steps and greedy text can drift (docs/serve.md).
+  const common = ['--models', dir, '--slots', '2', '--cache-ram', '0', '--cache-disk', '0', '--flash-attn', 'on', '--spec-max', '48'];
   plain = await startServer(common);
   // --spec-min-gain 0: always draft, so each test exercises drafts (on this
   // tiny model drafting does not pay, and would otherwise pause).
