@@ -49,7 +49,7 @@ double ExpectedKept(int k, double acceptance) {
 }
 
 int BestDraftLength(const StepCost& cost, int step_tokens, double step_emitted, double acceptance,
-                    int max_len, double min_gain) {
+                    int max_len, double min_gain, double extra_seconds) {
   if (max_len <= 0) return 0;
   const double base_s = cost.Seconds(step_tokens);
   if (base_s <= 0) return max_len;  // nothing measured yet: draft, and so measure
@@ -57,7 +57,8 @@ int BestDraftLength(const StepCost& cost, int step_tokens, double step_emitted, 
   int best = 0;
   double best_rate = base_rate * min_gain;
   for (int k = 1; k <= max_len; ++k) {
-    const double rate = (step_emitted + ExpectedKept(k, acceptance)) / cost.Seconds(step_tokens + k);
+    const double rate =
+        (step_emitted + ExpectedKept(k, acceptance)) / (cost.Seconds(step_tokens + k) + extra_seconds);
     if (rate > best_rate) best = k, best_rate = rate;
   }
   return best;

@@ -42,7 +42,9 @@ double ExpectedKept(int k, double acceptance);
 // the most tokens per second: the step already carries `step_tokens` tokens
 // that emit `step_emitted` on their own. 0 when no draft length beats the
 // step without it by at least `min_gain` (1.0: any gain; 1.02: 2% better).
+// `extra_seconds`: what drafting adds to the step beyond its tokens (a
+// forward pass of its own, where llama.cpp splits the step).
 int BestDraftLength(const StepCost& cost, int step_tokens, double step_emitted, double acceptance,
-                    int max_len, double min_gain);
+                    int max_len, double min_gain, double extra_seconds = 0);
 
 }  // namespace hone::serve

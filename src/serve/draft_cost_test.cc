@@ -62,6 +62,13 @@ TEST(DraftCost, AFullBatchLeavesNoRoomForDraftsThatMightMiss) {
   EXPECT_EQ(BestDraftLength(c, 8, 8, 0.6, 8, 1.02), 0);
 }
 
+TEST(DraftCost, AForwardPassOfItsOwnPaysOnlyForDraftsNearlySureToBeKept) {
+  StepCost c = Fitted(0.020, 0.001);  // four slots' step: 24 ms; a pass of its own: 20 ms more
+  EXPECT_GE(BestDraftLength(c, 4, 4, 0.7, 16, 1.02), 1);
+  EXPECT_EQ(BestDraftLength(c, 4, 4, 0.7, 16, 1.02, c.fixed()), 0);
+  EXPECT_EQ(BestDraftLength(c, 4, 4, 0.99, 64, 1.02, c.fixed()), 64);  // answers ngram-mod has seen
+}
+
 TEST(DraftCost, NothingMeasuredYetDraftsToMeasure) {
   StepCost c;
   EXPECT_EQ(BestDraftLength(c, 1, 1, 0.5, 4, 1.02), 4);

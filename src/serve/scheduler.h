@@ -190,7 +190,7 @@ class Scheduler {
   // Slot::planned, trimmed to what pays.
   void PlanDrafts(const std::vector<Slot*>& decoding, int budget);
   int DraftRoom(const Slot& s) const;
-  int DraftLength(Slot& s, int available, int step_tokens, double step_emitted);
+  int DraftLength(Slot& s, int available, int step_tokens, double step_emitted, bool own_pass);
   void SampleDrafted(Slot& s);  // verifies a drafted step: keeps drafts while the sampler agrees
   bool SpecAllowedNow();        // this step may draft (not paused for not paying, not probing)
   void MeasureSpec(bool drafted, double seconds, int emitted);  // a decode-only step's tokens per second

@@ -96,14 +96,16 @@ int Scheduler::DraftRoom(const Slot& s) const {
 // earned length, and only as many as raise the step's tokens per second; a
 // slot held back drafts one token now and then, so its share is measured
 // again (n-gram drafts cost nothing to find, only to check).
-int Scheduler::DraftLength(Slot& s, int available, int step_tokens, double step_emitted) {
+int Scheduler::DraftLength(Slot& s, int available, int step_tokens, double step_emitted, bool own_pass) {
   if (s.spec_pause > 0) {
     --s.spec_pause;
     return 0;
   }
   int n = std::min(available, s.spec_len);
   if (n <= 0 || opt_.spec_min_gain <= 0) return std::max(0, n);
-  const int worth = BestDraftLength(step_cost_, step_tokens, step_emitted, s.spec_accept, n, kMinStepGain);
+  const double extra = own_pass ? step_cost_.fixed() : 0;
+  const int worth =
+      BestDraftLength(step_cost_, step_tokens, step_emitted, s.spec_accept, n, kMinStepGain, extra);
   if (worth == 0 && ++s.spec_idle < kExploreEvery) return 0;
   if (worth == 0) s.spec_idle = 0;
   return std::max(1, std::min(n, worth));
@@ -112,11 +114,12 @@ int Scheduler::DraftLength(Slot& s, int available, int step_tokens, double step_
 void Scheduler::PlanDrafts(const std::vector<Slot*>& decoding, int budget) {
   // With one KV stream per slot, llama.cpp runs a step whose slots carry
   // different token counts as several forward passes (split_equal), each a
-  // read of all weights: drafts then pay only for a slot generating alone.
-  // bench/spec_vs_llama_server.py, 4 and 8 clients: drafting in shared
-  // streams lost 15%, drafting beside others in split ones 4-6%.
-  // --spec-min-gain 0 (always draft) drafts anyway.
-  const bool split_passes = opt_.spec_min_gain > 0 && decoding.size() > 1 && !UsesSharedKv(opt_);
+  // read of all weights: a draft beside other slots is charged a pass of its
+  // own (the fitted fixed cost of a step), so it pays only where it is nearly
+  // sure to be kept (bench/spec_vs_llama_server.py, 4 and 8 clients at ~70%
+  // kept: drafting beside others in split streams lost 4-6%; with answers
+  // ngram-mod has seen, 95% kept, 64-token drafts win several times over).
+  const bool split_passes = decoding.size() > 1 && !UsesSharedKv(opt_);
   // The step as planned so far: every slot's next token, and the drafts
   // (with the tokens they are expected to keep) given out before this slot.
   int step_tokens = static_cast<int>(decoding.size());
@@ -133,7 +136,7 @@ void Scheduler::PlanDrafts(const std::vector<Slot*>& decoding, int budget) {
     for (Slot* s : decoding) {
       s->planned = drafter_->Take(s->id);
       const int offered = std::min(static_cast<int>(s->planned.size()), budget);
-      const int n = split_passes || offered <= 0 ? 0 : DraftLength(*s, offered, step_tokens, step_emitted);
+      const int n = offered <= 0 ? 0 : DraftLength(*s, offered, step_tokens, step_emitted, split_passes);
       s->planned.resize(static_cast<size_t>(n));
       if (n == 0) drafter_->Accept(s->id, 0, 0);
       budget -= n;
@@ -144,8 +147,8 @@ void Scheduler::PlanDrafts(const std::vector<Slot*>& decoding, int budget) {
   }
   // A draft model costs a forward pass per drafted position: decide first.
   for (Slot* s : decoding) {
-    const int room = split_passes ? 0 : std::min(DraftRoom(*s), budget);
-    const int n = room > 0 ? DraftLength(*s, room, step_tokens, step_emitted) : 0;
+    const int room = std::min(DraftRoom(*s), budget);
+    const int n = room > 0 ? DraftLength(*s, room, step_tokens, step_emitted, split_passes) : 0;
     if (n <= 0) continue;
     drafter_->Ask(s->id, s->cached, s->next, n);
     budget -= n;
