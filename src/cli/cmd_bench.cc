@@ -32,6 +32,7 @@ struct BenchArgs {
   bool no_speed = false;
   bool json = false;
   std::string spec_prompts;  // a file, one prompt per line
+  std::string flash_attn = "auto";
 };
 
 std::string MachineLine() {
@@ -50,6 +51,9 @@ int Run(BenchArgs& a) {
     if (!r) return Fail(r.error().ToString(), 2);
     c.max_ram = *r;
   }
+  auto fa = engine::ParseFlashAttn(a.flash_attn);
+  if (!fa) return Fail(fa.error().ToString(), 2);
+  a.opt.flash_attn = *fa;
   c.max_kld = a.max_kld;
   c.min_pass_rate = a.min_pass_rate;
   if (a.no_tasks)
@@ -134,6 +138,10 @@ Runner AddBenchCommand(CLI::App& app) {
                   "draft-simple, against none");
   cmd->add_option("--draft", a->opt.draft, "Draft model for --spec draft-simple (same vocabulary)");
   cmd->add_option("--spec-prompts", a->spec_prompts, "--spec: prompts, one per line (default: hone tune's)");
+  cmd->add_option("--flash-attn", a->flash_attn,
+                  "auto (a tuned profile's choice, else off), on or off; on keeps --spec's greedy output "
+                  "token-identical (docs/serve.md)")
+      ->capture_default_str();
   cmd->add_flag(
       "--no-profile", [a](int64_t) { a->opt.use_profile = false; }, "Ignore tuned profiles from hone tune");
   cmd->add_option("--max-ram", a->max_ram, "Recommendation: most memory (e.g. 2G)");

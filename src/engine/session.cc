@@ -59,6 +59,22 @@ uint64_t AvailableMemoryBytes() {
   return 0;
 }
 
+// auto is hone's choice, not llama.cpp's (which turns it on for the CPU):
+// ggml's CPU flash attention is slower than plain attention wherever a
+// decode step runs: one token at some depth, and speculative verification
+// batches of 2-63 tokens (its tiled kernel needs 64 query rows,
+// GGML_FA_TILE_Q). On the pinned tree (llama-bench, 2-core Xeon, synthetic
+// Qwen2.5-0.5B Q4_K_M): decode at depth 1024 10.4 tok/s with it, 17.2
+// without; 16 tokens at depth 512 37 vs 109 tok/s; only a 512-token prefill
+// gains (115 vs 107). A quantized V cache needs it, so there auto stays
+// llama.cpp's. `hone tune` measures `on` against it.
+llama_flash_attn_type FlashAttnType(FlashAttn fa, ggml_type type_v) {
+  if (fa == FlashAttn::kOn) return LLAMA_FLASH_ATTN_TYPE_ENABLED;
+  if (fa == FlashAttn::kOff) return LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  const bool plain_v = type_v == GGML_TYPE_F16 || type_v == GGML_TYPE_F32 || type_v == GGML_TYPE_BF16;
+  return plain_v ? LLAMA_FLASH_ATTN_TYPE_DISABLED : LLAMA_FLASH_ATTN_TYPE_AUTO;
+}
+
 }  // namespace
 
 const char* FlashAttnName(FlashAttn f) {
@@ -168,9 +184,7 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<Model> model, c
   cp.n_threads_batch = opt.threads_batch;
   cp.type_k = *tk;
   cp.type_v = *tv;
-  cp.flash_attn_type = opt.flash_attn == FlashAttn::kOn    ? LLAMA_FLASH_ATTN_TYPE_ENABLED
-                       : opt.flash_attn == FlashAttn::kOff ? LLAMA_FLASH_ATTN_TYPE_DISABLED
-                                                           : LLAMA_FLASH_ATTN_TYPE_AUTO;
+  cp.flash_attn_type = FlashAttnType(opt.flash_attn, *tv);
   cp.embeddings = opt.embeddings;
   cp.pooling_type = PoolingType(opt.pooling);
   cp.no_perf = true;

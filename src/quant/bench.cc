@@ -52,7 +52,9 @@ std::string PickReference(const BenchOptions& opt, const std::vector<std::string
 // Everything a measurement depends on besides the model file itself.
 std::string SettingsKey(const BenchOptions& opt, const std::string& corpus_hash, const std::string& ref_hash,
                         const std::string& eval_hash) {
-  nlohmann::json k = {{"v", 1},
+  // v2: flash attention's auto became off (engine/session.cc), which changes speeds.
+  nlohmann::json k = {{"v", 2},
+                      {"flash_attn", engine::FlashAttnName(opt.flash_attn)},
                       {"ctx", opt.ctx},
                       {"chunks", opt.chunks},
                       {"threads", opt.threads},

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/session.h"
 #include "quant/eval_suite.h"
 #include "quant/perplexity.h"
 #include "util/result.h"
@@ -23,9 +24,10 @@ struct BenchOptions {
   int ctx = 256;
   int chunks = 0;  // windows of the corpus; 0 = all
   int threads = 0;
-  int prompt_tokens = 128;  // speed: prefill length
-  int gen_tokens = 32;      // speed: tokens decoded
-  int reps = 3;             // speed repetitions (after one warm-up)
+  engine::FlashAttn flash_attn = engine::FlashAttn::kAuto;  // --flash-attn; auto: a profile's, else off
+  int prompt_tokens = 128;                                  // speed: prefill length
+  int gen_tokens = 32;                                      // speed: tokens decoded
+  int reps = 3;                                             // speed repetitions (after one warm-up)
   bool speed = true;
   bool use_profile = true;  // apply `hone tune`'s profile for a model when one exists
   std::string cache_dir;    // empty = no cache

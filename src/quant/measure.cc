@@ -203,6 +203,7 @@ ModelRow MeasureModel(const std::string& path, const MeasureInputs& in) {
   row.amx = (*model)->amx_weights();
   engine::Tokenizer tok(**model);
 
+  if (opt.flash_attn != engine::FlashAttn::kAuto) so.flash_attn = opt.flash_attn;  // over a profile's
   so.n_ctx = std::max(opt.ctx, opt.prompt_tokens + opt.gen_tokens + 8);
   // --spec: room for a prompt, the answer and drafts past it.
   if (!opt.spec.empty()) so.n_ctx = std::max<uint32_t>(so.n_ctx, 256 + opt.gen_tokens + 17);

@@ -81,7 +81,7 @@ std::vector<Setting<ServeConfig>> ServingSettings() {
        }},
       {"threads", "Threads (0 = physical cores)",
        [](ServeConfig& c, const std::string& v) { return SetInt("threads", v, &c.threads, 0); }},
-      {"flash-attn", "auto, on or off (auto: off, the faster kernel for decoding on CPUs)",
+      {"flash-attn", "auto, on or off (auto: off, faster for decoding on CPUs, unless the V cache is quantized)",
        [](ServeConfig& c, const std::string& v) { return c.flash_attn = v, Status::Ok(); }},
       {"kv-type", "KV cache type (f16, q8_0, ...)",
        [](ServeConfig& c, const std::string& v) { return c.kv_type = v, Status::Ok(); }},

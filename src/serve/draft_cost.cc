@@ -42,6 +42,12 @@ double StepCost::fixed() const {
 
 double StepCost::Seconds(int tokens) const { return fixed() + per_token() * tokens; }
 
+void DraftAcceptance::Record(int drafted, int kept) {
+  if (drafted <= 0) return;
+  kept_ = decay_ * kept_ + kept;
+  trials_ = decay_ * trials_ + kept + (kept < drafted ? 1 : 0);
+}
+
 double ExpectedKept(int k, double acceptance) {
   double kept = 0, p = 1;
   for (int i = 0; i < k; ++i) kept += (p *= acceptance);

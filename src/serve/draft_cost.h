@@ -34,6 +34,22 @@ class StepCost {
   double w_ = 0, sn_ = 0, st_ = 0, snn_ = 0, snt_ = 0;
 };
 
+// The share of drafted tokens kept, each given the ones before it were: a
+// draft of k that keeps j is j successes and, if j < k, one failure. Counted
+// per token, not per draft, so one early miss after long drafts kept whole
+// (an answer ngram-mod has seen) barely moves it; older drafts fade by
+// `decay` per draft, and `prior` weighs as two tokens until drafts come.
+class DraftAcceptance {
+ public:
+  explicit DraftAcceptance(double prior = 0.5, double decay = 0.8) : prior_(prior), decay_(decay) {}
+  void Record(int drafted, int kept);
+  double value() const { return (kept_ + 2 * prior_) / (trials_ + 2); }
+
+ private:
+  double prior_, decay_;
+  double kept_ = 0, trials_ = 0;  // decayed sums
+};
+
 // Expected tokens kept from k drafts when each is kept with probability a
 // (after the ones before it were).
 double ExpectedKept(int k, double acceptance);

@@ -69,6 +69,19 @@ TEST(DraftCost, AForwardPassOfItsOwnPaysOnlyForDraftsNearlySureToBeKept) {
   EXPECT_EQ(BestDraftLength(c, 4, 4, 0.99, 64, 1.02, c.fixed()), 64);  // answers ngram-mod has seen
 }
 
+TEST(DraftCost, AcceptanceCountsTokensSoOneEarlyMissBarelyMovesIt) {
+  DraftAcceptance a(0.5);
+  EXPECT_DOUBLE_EQ(a.value(), 0.5);  // the prior until drafts come
+  for (int i = 0; i < 4; ++i) a.Record(64, 64);
+  EXPECT_GT(a.value(), 0.98);
+  a.Record(64, 0);  // one miss at the first token
+  EXPECT_GT(a.value(), 0.97);
+  DraftAcceptance b(0.5);
+  for (int i = 0; i < 20; ++i) b.Record(4, i % 2);  // a draft of 4 keeps 0 or 1
+  EXPECT_GT(b.value(), 0.25);  // one kept per one and a half trials: 1/3, the latest drafts weighing most
+  EXPECT_LT(b.value(), 0.45);
+}
+
 TEST(DraftCost, NothingMeasuredYetDraftsToMeasure) {
   StepCost c;
   EXPECT_EQ(BestDraftLength(c, 1, 1, 0.5, 4, 1.02), 4);

@@ -12,7 +12,7 @@ engine::MemoryRequest MemoryRequestFor(const SchedulerOptions& s) {
   req.n_ubatch = static_cast<uint32_t>(s.batch);
   req.n_seq = static_cast<uint32_t>(s.slots);
   req.kv_type = s.tuned ? s.tuned->kv_type_k : s.kv_type;
-  req.flash_attn = FlashAttnFor(s) == engine::FlashAttn::kOn;
+  req.flash_attn = (s.tuned ? s.tuned->flash_attn : s.flash_attn) == engine::FlashAttn::kOn;
   return req;
 }
 

@@ -245,7 +245,7 @@ void ModelPool::PromptCacheFor(const RegistryEntry& e, SchedulerOptions* so) con
   const engine::SessionOptions& t = so->tuned ? *so->tuned : engine::SessionOptions{};
   const std::string kv_k = so->tuned ? t.kv_type_k : so->kv_type,
                     kv_v = so->tuned ? t.kv_type_v : so->kv_type;
-  const engine::FlashAttn fa = FlashAttnFor(*so);
+  const engine::FlashAttn fa = so->tuned ? t.flash_attn : so->flash_attn;
   so->cache.key =
       "model=" + (hash ? *hash : std::string("unknown")) + ";llama.cpp=" + engine::LlamaVersion() +
       ";kv=" + kv_k + "/" + kv_v + ";fa=" + engine::FlashAttnName(fa) +

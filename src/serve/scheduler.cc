@@ -58,10 +58,10 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(std::shared_ptr<engine::Mod
   engine::SessionOptions so = opt.tuned.value_or(engine::SessionOptions{});
   if (!opt.tuned) {
     so.threads = opt.threads;
+    so.flash_attn = opt.flash_attn;
     so.kv_type_k = so.kv_type_v = opt.kv_type;
     so.n_ubatch = static_cast<uint32_t>(opt.batch);
   }
-  so.flash_attn = FlashAttnFor(opt);
   so.n_ctx = static_cast<uint32_t>(opt.ctx_per_slot * opt.slots);
   so.n_seq_max = static_cast<uint32_t>(opt.slots);
   so.kv_unified = UsesSharedKv(opt);
@@ -362,7 +362,7 @@ void Scheduler::StartSlot(Pending p, const SlotPick& pick) {
   s.draft_index.clear();
   s.spec_len = std::min(4, opt_.spec_max);
   s.spec_misses = s.spec_pause = s.spec_idle = 0;
-  s.spec_accept = spec_accept_;
+  s.spec_accept = DraftAcceptance(spec_accept_.value());
   if (drafter_) drafter_->Begin(s.id, prompt);
   s.result.prompt_tokens = static_cast<int>(prompt.size());
   s.result.cached_tokens = static_cast<int>(keep);

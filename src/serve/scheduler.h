@@ -55,8 +55,6 @@ enum class KvUnified { kAuto, kOn, kOff };
 struct SchedulerOptions;
 // Whether a scheduler with these options puts its slots in one KV stream.
 bool UsesSharedKv(const SchedulerOptions& opt);
-// The flash attention it runs with: auto is off (scheduler.cc says why).
-engine::FlashAttn FlashAttnFor(const SchedulerOptions& opt);
 
 struct SchedulerOptions {
   int slots = 4;            // parallel sequences
@@ -205,7 +203,7 @@ class Scheduler {
   // sampling included) against their tokens (what a draft costs), and the
   // share of drafts kept across answers.
   StepCost step_cost_;
-  double spec_accept_ = 0.5;
+  DraftAcceptance spec_accept_{0.5, 0.95};
   // HONE_STEP_TRACE=FILE: one CSV line per step (what a step carried and
   // what it cost), for finding where time goes; null when unset.
   // GUARDED_BY(scheduler thread).

@@ -38,7 +38,7 @@ struct Scheduler::Slot {
   // This answer's share of drafts kept (each given the ones before it were),
   // from the model's running share when it starts; steps since the cost
   // model last let it draft (it then drafts one token to measure again).
-  double spec_accept = 0.5;
+  DraftAcceptance spec_accept;
   int spec_idle = 0;
   Clock::time_point last_token, last_used;
   bool generating() const { return job && prefilled == job->prompt.size(); }

@@ -105,7 +105,7 @@ int Scheduler::DraftLength(Slot& s, int available, int step_tokens, double step_
   if (n <= 0 || opt_.spec_min_gain <= 0) return std::max(0, n);
   const double extra = own_pass ? step_cost_.fixed() : 0;
   const int worth =
-      BestDraftLength(step_cost_, step_tokens, step_emitted, s.spec_accept, n, kMinStepGain, extra);
+      BestDraftLength(step_cost_, step_tokens, step_emitted, s.spec_accept.value(), n, kMinStepGain, extra);
   if (worth == 0 && ++s.spec_idle < kExploreEvery) return 0;
   if (worth == 0) s.spec_idle = 0;
   return std::max(1, std::min(n, worth));
@@ -141,7 +141,7 @@ void Scheduler::PlanDrafts(const std::vector<Slot*>& decoding, int budget) {
       if (n == 0) drafter_->Accept(s->id, 0, 0);
       budget -= n;
       step_tokens += n;
-      step_emitted += ExpectedKept(n, s->spec_accept);
+      step_emitted += ExpectedKept(n, s->spec_accept.value());
     }
     return;
   }
@@ -153,7 +153,7 @@ void Scheduler::PlanDrafts(const std::vector<Slot*>& decoding, int budget) {
     drafter_->Ask(s->id, s->cached, s->next, n);
     budget -= n;
     step_tokens += n;
-    step_emitted += ExpectedKept(n, s->spec_accept);
+    step_emitted += ExpectedKept(n, s->spec_accept.value());
   }
   drafter_->DraftAsked();
   for (Slot* s : decoding) s->planned = drafter_->Take(s->id);
@@ -187,13 +187,8 @@ void Scheduler::SampleDrafted(Slot& s) {
       FinishSlot(s, Finish::kError, "speculative decoding: the rejected drafts could not be cut back");
   }
   drafter_->Accept(s.id, static_cast<int>(drafted), static_cast<int>(kept));
-  // Each draft up to the first miss was a trial; a kept one a success.
-  if (drafted > 0) {
-    const double trials = static_cast<double>(kept + (kept < drafted ? 1 : 0));
-    const double share = trials > 0 ? kept / trials : 0;
-    s.spec_accept += 0.3 * (share - s.spec_accept);
-    spec_accept_ += 0.1 * (share - spec_accept_);
-  }
+  s.spec_accept.Record(static_cast<int>(drafted), static_cast<int>(kept));
+  spec_accept_.Record(static_cast<int>(drafted), static_cast<int>(kept));
   metrics_->Add(metric::kSpecDrafted, name_, static_cast<double>(drafted));
   metrics_->Add(metric::kSpecAccepted, name_, static_cast<double>(kept));
   if (kept == drafted) {

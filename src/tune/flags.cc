@@ -36,7 +36,10 @@ std::string LlamaFlags(const Config& c, LlamaTool tool, int n_ctx) {
   if (n_ctx > 0) f << " -c " << n_ctx;
   if (c.n_batch != 2048) f << " -b " << c.n_batch;
   if (c.n_ubatch != 512) f << " -ub " << c.n_ubatch;
+  // hone's auto is off where the V cache is f16 (engine/session.cc); llama.cpp's is on.
+  const bool quantized_v = c.kv_type != "f16" && c.kv_type != "f32" && c.kv_type != "bf16";
   if (c.flash_attn != engine::FlashAttn::kAuto) f << " -fa " << engine::FlashAttnName(c.flash_attn);
+  if (c.flash_attn == engine::FlashAttn::kAuto && !quantized_v) f << " -fa off";
   if (c.kv_type != "f16") f << " -ctk " << c.kv_type << " -ctv " << c.kv_type;
   switch (c.load_mode) {
     case engine::LoadMode::kMmap:

@@ -13,8 +13,12 @@ TEST(Flags, CpuMaskIsHexWithCpuZeroInTheLowestBit) {
   EXPECT_EQ(CpuMaskHex({}), "");
 }
 
-TEST(Flags, DefaultsGiveOnlyThreads) {
-  EXPECT_EQ(LlamaFlags(DefaultConfig(8), LlamaTool::kCli), "-t 8 -tb 8");
+TEST(Flags, DefaultsGiveOnlyThreadsAndHonesFlashAttention) {
+  // hone's flash attention auto is off with an f16 V cache; llama.cpp's is on.
+  EXPECT_EQ(LlamaFlags(DefaultConfig(8), LlamaTool::kCli), "-t 8 -tb 8 -fa off");
+  Config q = DefaultConfig(8);
+  q.kv_type = "q8_0";
+  EXPECT_EQ(LlamaFlags(q, LlamaTool::kCli), "-t 8 -tb 8 -ctk q8_0 -ctv q8_0");
 }
 
 TEST(Flags, EveryTunedParameterHasItsFlag) {

@@ -229,9 +229,13 @@ TEST(Bench, RerunUsesTheCache) {
 // share of drafts kept and whether greedy tokens stayed identical on that
 // type's batch kernels (the f32 model drafting for its own Q8_0 is right
 // nearly always); a draft of another vocabulary is that row's error only.
+// --flash-attn on: the row-by-row attention kernel, with which a batch of
+// k+1 tokens computes what k+1 single steps do (hone's default, plain
+// attention, does not on stories260K: docs/serve.md).
 TEST(Bench, SpecReportsAcceptanceAndGreedyIdentityPerQuantization) {
   const std::string common =
-      " --no-tasks --no-cache --reps 2 --gen-tokens 24 --json --results " + TempPath("bench-spec");
+      " --no-tasks --no-cache --reps 2 --gen-tokens 24 --flash-attn on --json --results " +
+      TempPath("bench-spec");
   auto r = RunCommand(Hone("bench " + LabDir() + "/stories260K.Q8_0.gguf " + LabDir() +
                            "/stories260K.Q4_0.gguf --spec draft-simple --draft " +
                            SharedModel("stories260K.gguf") + common));

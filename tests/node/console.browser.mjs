@@ -166,7 +166,11 @@ test('the playground streams an answer from a trained model, with its timings an
   assert.match(answer.stats, /local/);
   assert.match(answer.stats, /cached \d+ of \d+ prompt tokens/);
   // Kept in this browser only: localStorage holds it, the server keeps no copy.
-  const saved = await page.evaluate(() => JSON.parse(localStorage.getItem('hone.chat')));
+  // Saved by an effect that runs after the render showing the stats: wait for it.
+  const saved = await until(page, () => {
+    const s = JSON.parse(localStorage.getItem('hone.chat') || 'null');
+    return s?.messages?.length === 2 ? s : null;
+  });
   assert.equal(saved.messages.length, 2);
   // Regenerate replaces the last answer instead of adding one.
   const chats = () => requests.filter((u) => u.endsWith('/v1/chat/completions')).length;
