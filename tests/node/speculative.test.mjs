@@ -5,7 +5,8 @@
 // slot clean; an unknown mode is refused at start. With a draft model
 // (per model in the config file, by registry name): the same output, drafts
 // made for both slots and kept; a draft model with another vocabulary fails
-// that model's load with the reason, and the server goes on serving.
+// that model's load with the reason, and the server goes on serving. With the
+// defaults, ngram-mod drafts a repeated answer it was shown.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -218,6 +219,28 @@ test('drafting that does not pay is paused: a draft model as slow as its target 
     const made = await metric(server.url, 'hone_spec_draft_tokens_total', 'tinystories-d256-l4-f32') ?? 0;
     assert.ok(made > 0, 'the draft model never drafted');
     assert.ok(made < tokens / 4, `${made} drafts for ${tokens} tokens: drafting was not paused`);
+  } finally {
+    await server.stop();
+  }
+});
+
+test('ngram-mod learns an answer it was shown: the same request again drafts most of it, with the default cost model', async () => {
+  // Defaults (flash attention off, --spec-min-gain 0.97, the cost model on):
+  // the drafter is asked every step, so ngram-mod's pool holds the first
+  // answer, and the second drafts it whole and keeps it. Asked only when the
+  // cost model let it draft (before), the pool never saw most of the answer.
+  const server = await startServer(['--models', dir, '--slots', '1', '--cache-ram', '0', '--cache-disk', '0', '--spec', 'ngram-mod']);
+  try {
+    const body = { model: 'tinystories-d256-l4-f32', prompt: prompts[1], max_tokens: 160, temperature: 0, ignore_eos: true };
+    const kept = () => metric(server.url, 'hone_spec_accepted_tokens_total', 'tinystories-d256-l4-f32').then((v) => v ?? 0);
+    const first = await post(server.url + '/v1/completions', body);
+    assert.equal(first.status, 200, first.text);
+    const before = await kept();
+    const second = await post(server.url + '/v1/completions', body);
+    assert.equal(second.status, 200, second.text);
+    assert.equal(second.json.choices[0].text, first.json.choices[0].text);
+    const again = (await kept()) - before;
+    assert.ok(again >= 80, `the repeated answer kept only ${again} drafted tokens of 160`);
   } finally {
     await server.stop();
   }
