@@ -21,6 +21,8 @@ void StepCost::Record(int tokens, double seconds) {
   snt_ = kDecay * snt_ + n * seconds;
 }
 
+bool StepCost::measured() const { return w_ >= kMinWeight; }
+
 bool StepCost::known() const {
   if (w_ < kMinWeight) return false;
   const double mean_n = sn_ / w_;
@@ -55,7 +57,7 @@ double ExpectedKept(int k, double acceptance) {
 }
 
 int BestDraftLength(const StepCost& cost, int step_tokens, double step_emitted, double acceptance,
-                    int max_len, double min_gain, double extra_seconds) {
+                    int max_len, double min_gain, const StepCost* own_pass) {
   if (max_len <= 0) return 0;
   const double base_s = cost.Seconds(step_tokens);
   if (base_s <= 0) return max_len;  // nothing measured yet: draft, and so measure
@@ -63,8 +65,9 @@ int BestDraftLength(const StepCost& cost, int step_tokens, double step_emitted, 
   int best = 0;
   double best_rate = base_rate * min_gain;
   for (int k = 1; k <= max_len; ++k) {
-    const double rate =
-        (step_emitted + ExpectedKept(k, acceptance)) / (cost.Seconds(step_tokens + k) + extra_seconds);
+    const double seconds =
+        own_pass ? cost.Seconds(step_tokens) + own_pass->Seconds(k) : cost.Seconds(step_tokens + k);
+    const double rate = (step_emitted + ExpectedKept(k, acceptance)) / seconds;
     if (rate > best_rate) best = k, best_rate = rate;
   }
   return best;

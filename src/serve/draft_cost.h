@@ -19,7 +19,8 @@ namespace hone::serve {
 class StepCost {
  public:
   void Record(int tokens, double seconds);
-  // Enough steps of different sizes to trust the slope.
+  // Enough steps to use the fit at all, and of different sizes to trust the slope.
+  bool measured() const;
   bool known() const;
   // Seconds of a decode step with this many tokens. Until the slope is
   // known, a token beyond the measured steps is assumed to cost a tenth of
@@ -58,9 +59,10 @@ double ExpectedKept(int k, double acceptance);
 // the most tokens per second: the step already carries `step_tokens` tokens
 // that emit `step_emitted` on their own. 0 when no draft length beats the
 // step without it by at least `min_gain` (1.0: any gain; 1.02: 2% better).
-// `extra_seconds`: what drafting adds to the step beyond its tokens (a
-// forward pass of its own, where llama.cpp splits the step).
+// `own_pass`: where llama.cpp runs the drafts as a forward pass of their own
+// (one KV stream per slot, other slots in the step), the cost of a pass of
+// one sequence's tokens; the step then costs cost(step_tokens) + own_pass(k).
 int BestDraftLength(const StepCost& cost, int step_tokens, double step_emitted, double acceptance,
-                    int max_len, double min_gain, double extra_seconds = 0);
+                    int max_len, double min_gain, const StepCost* own_pass = nullptr);
 
 }  // namespace hone::serve

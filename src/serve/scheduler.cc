@@ -468,7 +468,7 @@ void Scheduler::Step() {
   // on a small model those cost as much as the decode they ride on.
   const double whole_step = std::chrono::duration<double>(Clock::now() - step_start).count();
   if (drafter_ && prefill_tokens == 0) {
-    step_cost_.Record(generating, whole_step);
+    RecordStepCost(decoding.size(), generating, drafts, whole_step);
     MeasureSpec(drafts > 0, whole_step, tokens_this_step_);
   }
   if (step_trace_) TraceStep(generating, prefill_tokens, drafts, step_seconds, whole_step);

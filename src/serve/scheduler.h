@@ -189,6 +189,7 @@ class Scheduler {
   void PlanDrafts(const std::vector<Slot*>& decoding, int budget);
   int DraftRoom(const Slot& s) const;
   int DraftLength(Slot& s, int available, int step_tokens, double step_emitted, bool own_pass);
+  void RecordStepCost(size_t slots_decoding, int tokens, int drafts, double seconds);
   void SampleDrafted(Slot& s);  // verifies a drafted step: keeps drafts while the sampler agrees
   bool SpecAllowedNow();        // this step may draft (not paused for not paying, not probing)
   void MeasureSpec(bool drafted, double seconds, int emitted);  // a decode-only step's tokens per second
@@ -203,6 +204,7 @@ class Scheduler {
   // sampling included) against their tokens (what a draft costs), and the
   // share of drafts kept across answers.
   StepCost step_cost_;
+  StepCost pass_cost_;  // steps of one generating slot: one pass of one sequence
   DraftAcceptance spec_accept_{0.5, 0.95};
   // HONE_STEP_TRACE=FILE: one CSV line per step (what a step carried and
   // what it cost), for finding where time goes; null when unset.

@@ -103,9 +103,10 @@ int Scheduler::DraftLength(Slot& s, int available, int step_tokens, double step_
   }
   int n = std::min(available, s.spec_len);
   if (n <= 0 || opt_.spec_min_gain <= 0) return std::max(0, n);
-  const double extra = own_pass ? step_cost_.fixed() : 0;
+  // No step of one slot seen yet: price the pass as a step of all slots.
+  const StepCost* pass = own_pass ? (pass_cost_.measured() ? &pass_cost_ : &step_cost_) : nullptr;
   const int worth =
-      BestDraftLength(step_cost_, step_tokens, step_emitted, s.spec_accept.value(), n, kMinStepGain, extra);
+      BestDraftLength(step_cost_, step_tokens, step_emitted, s.spec_accept.value(), n, kMinStepGain, pass);
   if (worth == 0 && ++s.spec_idle < kExploreEvery) return 0;
   if (worth == 0) s.spec_idle = 0;
   return std::max(1, std::min(n, worth));
@@ -115,8 +116,8 @@ void Scheduler::PlanDrafts(const std::vector<Slot*>& decoding, int budget) {
   // With one KV stream per slot, llama.cpp runs a step whose slots carry
   // different token counts as several forward passes (split_equal), each a
   // read of all weights: a draft beside other slots is charged a pass of its
-  // own (the fitted fixed cost of a step), so it pays only where it is nearly
-  // sure to be kept (bench/spec_vs_llama_server.py, 4 and 8 clients at ~70%
+  // own (priced by the fit of one sequence's passes), so it pays only where
+  // it is likely to be kept (bench/spec_vs_llama_server.py, 4 and 8 clients at ~70%
   // kept: drafting beside others in split streams lost 4-6%; with answers
   // ngram-mod has seen, 95% kept, 64-token drafts win several times over).
   const bool split_passes = decoding.size() > 1 && !UsesSharedKv(opt_);
@@ -157,6 +158,17 @@ void Scheduler::PlanDrafts(const std::vector<Slot*>& decoding, int budget) {
   }
   drafter_->DraftAsked();
   for (Slot* s : decoding) s->planned = drafter_->Take(s->id);
+}
+
+// A decode-only step's cost, in the fits it belongs to: a step of one
+// generating slot (drafts included) is one pass of one sequence, what drafts
+// beside other slots cost on top of their step in per-slot KV streams; a
+// step of several slots that carried drafts there ran as several passes and
+// fits neither line.
+void Scheduler::RecordStepCost(size_t slots_decoding, int tokens, int drafts, double seconds) {
+  if (slots_decoding == 1) pass_cost_.Record(tokens, seconds);
+  if (slots_decoding > 1 && drafts > 0 && !UsesSharedKv(opt_)) return;
+  step_cost_.Record(tokens, seconds);
 }
 
 void Scheduler::SampleDrafted(Slot& s) {
