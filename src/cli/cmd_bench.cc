@@ -140,7 +140,7 @@ Runner AddBenchCommand(CLI::App& app) {
   cmd->add_option("--spec-prompts", a->spec_prompts, "--spec: prompts, one per line (default: hone tune's)");
   cmd->add_option("--flash-attn", a->flash_attn,
                   "auto (a tuned profile's choice, else off), on or off; on keeps --spec's greedy output "
-                  "token-identical (docs/serve.md)")
+                  "token-identical for drafts under 63 tokens (docs/serve.md)")
       ->capture_default_str();
   cmd->add_flag(
       "--no-profile", [a](int64_t) { a->opt.use_profile = false; }, "Ignore tuned profiles from hone tune");

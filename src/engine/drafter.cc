@@ -267,6 +267,14 @@ void Drafter::Accept(int seq, int used, int kept) {
     drafted_[static_cast<size_t>(seq)] = false;
     return;
   }
+  // ngram-mod compares what is reported with the draft it made before any
+  // trim (up to its n_max, 64): report the share kept of what was checked on
+  // that scale. Other drafters take the count as it is.
+  if (mode_.find("ngram-mod") != std::string::npos) {
+    constexpr int kModMax = 64;
+    Accept(seq, kept >= used ? std::max(proposed, kModMax) : kept * std::max(proposed, kModMax) / used);
+    return;
+  }
   Accept(seq, kept >= used && used < proposed ? proposed : kept);
 }
 

@@ -62,7 +62,9 @@ class Speculation : public ::testing::Test {
 // Token identity needs a verification batch's logits computed as single
 // steps compute them: flash attention's row-by-row kernel does, for batches
 // under 64 rows (its tiled kernel takes 64 and more). hone's default, plain
-// attention, adds a batch's products in another order (next test).
+// attention, adds a batch's products in another order: greedy text can then
+// part at a near tie (docs/serve.md), which depends on the CPU's kernels, so
+// no test pins it.
 TEST_F(Speculation, GreedyOutputIsTheSameTokensForEveryMode) {
   auto session = NewSession(target_, 1, FlashAttn::kOn);
   for (const char* prompt : kPrompts) {
@@ -85,33 +87,14 @@ TEST_F(Speculation, GreedyOutputIsTheSameTokensForEveryMode) {
   }
 }
 
-// With the default kernels (plain attention, drafts up to 64) the n-gram
-// drafters still give the same greedy tokens on these prompts; the draft
-// model does not on the first (a near tie breaks the other way), which
-// docs/serve.md reports.
-TEST_F(Speculation, GreedyNgramOutputIsTheSameTokensWithTheDefaultKernels) {
-  auto session = NewSession(target_);
-  for (const char* prompt : kPrompts) {
-    auto plain = Generate(*session, Request(prompt));
-    ASSERT_TRUE(plain.ok()) << plain.error().ToString();
-    for (const std::string mode : {"ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod"}) {
-      auto drafter = NewDrafter(mode, *session);
-      GenerateRequest r = Request(prompt);
-      r.drafter = drafter.get();
-      auto spec = Generate(*session, r);
-      ASSERT_TRUE(spec.ok()) << spec.error().ToString();
-      EXPECT_EQ(spec->tokens, plain->tokens) << mode << ": " << prompt;
-    }
-  }
-}
-
 TEST_F(Speculation, SeededSampleIsTheSameTextWithADraftModel) {
-  auto session = NewSession(target_);
+  auto session = NewSession(target_, 1, FlashAttn::kOn);  // row-by-row attention, as above
   for (uint32_t seed : {1u, 42u}) {
     auto plain = Generate(*session, Request(kPrompts[0], 0.8f, seed));
     auto drafter = NewDrafter("draft-simple", *session);
     GenerateRequest r = Request(kPrompts[0], 0.8f, seed);
     r.drafter = drafter.get();
+    r.spec_max = 48;
     auto spec = Generate(*session, r);
     ASSERT_TRUE(plain.ok() && spec.ok());
     EXPECT_EQ(spec->text, plain->text) << "seed " << seed;

@@ -91,12 +91,14 @@ class DecodeSteps {
     if (!drafts_.empty()) {  // cut what was not kept
       kv_.resize(kv_.size() - (drafts_.size() - kept_));
       session_.TruncateSequence(req_.seq, static_cast<int>(kv_.size()));
-      req_.drafter->Accept(req_.seq, static_cast<int>(kept_));
+      req_.drafter->Accept(req_.seq, static_cast<int>(drafts_.size()), static_cast<int>(kept_));
       Adapt();
     }
     drafts_.clear();
     kept_ = 0;
-    const int room = std::min(left - 1, n_ctx - static_cast<int>(kv_.size()) - 2);
+    // Next and the drafts go in one batch: llama.cpp aborts on more than n_batch.
+    const int room = std::min(
+        {left - 1, n_ctx - static_cast<int>(kv_.size()) - 2, static_cast<int>(session_.n_batch()) - 1});
     if (req_.drafter && room > 0) drafts_ = req_.drafter->Draft(req_.seq, kv_, t, std::min(spec_len_, room));
     batch_.n_tokens = 0;
     Add(t);

@@ -249,6 +249,7 @@ void ModelPool::PromptCacheFor(const RegistryEntry& e, SchedulerOptions* so) con
   so->cache.key =
       "model=" + (hash ? *hash : std::string("unknown")) + ";llama.cpp=" + engine::LlamaVersion() +
       ";kv=" + kv_k + "/" + kv_v + ";fa=" + engine::FlashAttnName(fa) +
+      (fa == engine::FlashAttn::kAuto ? "(off unless V is quantized)" : "") +  // auto meant on before
       ";slots=" + std::to_string(so->slots) +  // llama.cpp refuses a state saved with another stream count
       ";unified=" + (UsesSharedKv(*so) ? "1" : "0");
   if (!so->cache.dir.empty()) {

@@ -502,7 +502,7 @@ void Scheduler::RetryAlone(const std::string& error) {
       s.cached.resize(s.step_from + 1);
       s.draft.clear();
       s.draft_index.clear();
-      if (drafter_) drafter_->Accept(s.id, 0);
+      if (drafter_) drafter_->Accept(s.id, 0, 0);  // never checked: tells the drafter nothing
     }
     const bool wants_logits = s.logits_index >= 0;
     Status st = Status::Ok();

