@@ -21,7 +21,10 @@ llama-draft: the draft model --draft [../shared/models/stories260K.gguf]
 draft-simple --draft M --spec-max N; llama-server -md M --spec-type
 draft-simple --spec-draft-n-max N).
 
-Usage: bench/spec_vs_llama_server.py [--model M] [--ngram 3] [--reps 3] [--levels 1,4,8] [--prompts mixed|copy]
+--alive: every server started once and kept, short rounds alternating between
+them (a long server life, where ngram-mod remembers answers; tighter ratios).
+
+Usage: bench/spec_vs_llama_server.py [--model M] [--ngram 3] [--reps 3] [--levels 1,4,8] [--prompts mixed|copy] [--alive]
        [--max-tokens 200] [--per-client 4] [--draft M] [--draft-max 8]
        [--servers hone,hone-spec,llama,llama-spec,hone-mod,llama-mod,hone-draft,llama-draft]
 Writes bench/results/spec-<host>-<date>.{md,json}.

@@ -126,11 +126,10 @@ void Scheduler::PlanDrafts(const std::vector<Slot*>& decoding, int budget) {
   int step_tokens = static_cast<int>(decoding.size());
   double step_emitted = step_tokens;
   if (!drafter_->has_draft_model()) {
-    // N-gram drafts cost next to nothing to find, and the drafter learns the
-    // text only from what it is asked about (ngram-mod adds the n-grams of
-    // the history it is shown to its pool, which repeated answers then hit):
-    // every generating slot asks every step, and each draft is then trimmed
-    // to what pays, its length known.
+    // N-gram drafts cost next to nothing to find (ngram-mod adds the n-grams
+    // of the history it is shown to its pool, which repeated answers then
+    // hit, and keeps it current when asked often): every generating slot asks
+    // every step, and each draft is then trimmed to what pays, its length known.
     for (Slot* s : decoding)
       if (int room = DraftRoom(*s); room > 0) drafter_->Ask(s->id, s->cached, s->next, room);
     drafter_->DraftAsked();

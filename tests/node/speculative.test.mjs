@@ -226,9 +226,9 @@ test('drafting that does not pay is paused: a draft model as slow as its target 
 
 test('ngram-mod learns an answer it was shown: the same request again drafts most of it, with the default cost model', async () => {
   // Defaults (flash attention off, --spec-min-gain 0.97, the cost model on):
-  // the drafter is asked every step, so ngram-mod's pool holds the first
-  // answer, and the second drafts it whole and keeps it. Asked only when the
-  // cost model let it draft (before), the pool never saw most of the answer.
+  // ngram-mod's pool holds the first answer, and the second drafts it and
+  // keeps it. Before this session its pool was cleared again and again: trimmed
+  // drafts kept whole were reported as small shares of its own proposal.
   const server = await startServer(['--models', dir, '--slots', '1', '--cache-ram', '0', '--cache-disk', '0', '--spec', 'ngram-mod']);
   try {
     const body = { model: 'tinystories-d256-l4-f32', prompt: prompts[1], max_tokens: 160, temperature: 0, ignore_eos: true };
